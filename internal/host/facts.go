@@ -1,0 +1,289 @@
+// Package host is everything lowlat knows about a host, as plain data (Facts),
+// and the readers that gather it: a rooted view of /proc, /sys and /etc (so a
+// captured tree or a fixture can stand in for the live system), netlink for links,
+// qdiscs and routes, and ethtool ioctls for NIC settings. Nothing here changes the
+// host; the knob package writes, the plan package decides.
+package host
+
+import "time"
+
+// SchemaVersion is the version of the Facts JSON layout written by capture.
+// Loading a snapshot from a newer schema is refused with a clear error.
+const SchemaVersion = 1
+
+// Facts is one snapshot of a host. It is the single input of plan and doctor, and
+// the content of a capture file.
+type Facts struct {
+	Schema     int       `json:"schema"`
+	Tool       string    `json:"tool"`
+	CapturedAt time.Time `json:"captured_at"`
+	Hostname   string    `json:"hostname"`
+	// Source says where the facts came from: "live", "root:DIR" or "capture:FILE".
+	Source string `json:"source"`
+
+	Kernel     Kernel            `json:"kernel"`
+	Sysctls    map[string]string `json:"sysctls"`
+	Interfaces []Interface       `json:"interfaces"`
+	Routes     []Route           `json:"routes"`
+	IRQs       []IRQ             `json:"irqs"`
+	// SoftIRQs maps a softirq name (NET_RX, NET_TX, ...) to its per-CPU counts.
+	SoftIRQs map[string][]uint64 `json:"softirqs,omitempty"`
+	Softnet  []SoftnetCPU        `json:"softnet,omitempty"`
+	// SNMP holds /proc/net/snmp and /proc/net/netstat as "Tcp" -> "RetransSegs" -> n,
+	// every counter kept (procfs drops the ones it does not know).
+	SNMP map[string]map[string]int64 `json:"snmp,omitempty"`
+	CPUs []CPU                       `json:"cpus"`
+	NUMA []NUMANode                  `json:"numa,omitempty"`
+	// IsolatedCPUs is /sys/devices/system/cpu/isolated.
+	IsolatedCPUs []int      `json:"isolated_cpus,omitempty"`
+	Sysfs        Sysfs      `json:"sysfs"`
+	IRQBalance   IRQBalance `json:"irqbalance"`
+	Block        []BlockDev `json:"block,omitempty"`
+	Systemd      bool       `json:"systemd"`
+
+	// Errors lists what could not be read, by source. A missing fact is never
+	// silently a zero value: checks consult this before concluding anything.
+	Errors []FactError `json:"errors,omitempty"`
+}
+
+// FactError records one source that could not be read, and why.
+type FactError struct {
+	Source string `json:"source"` // e.g. "/proc/interrupts", "netlink:routes"
+	Err    string `json:"error"`
+}
+
+// Kernel describes the running kernel and what it can do.
+type Kernel struct {
+	Release string `json:"release"` // uname -r, e.g. "6.1.0-18-amd64"
+	Version string `json:"version"` // /proc/version
+	Major   int    `json:"major"`
+	Minor   int    `json:"minor"`
+	Patch   int    `json:"patch"`
+	// CongestionAvailable is tcp_available_congestion_control (loaded now);
+	// CongestionModules adds those that could be loaded (tcp_bbr.ko present).
+	CongestionAvailable []string `json:"congestion_available"`
+	CongestionModules   []string `json:"congestion_modules,omitempty"`
+	// Qdiscs says, per qdisc kind, whether this kernel can create it.
+	Qdiscs map[string]Support `json:"qdiscs"`
+	// Config is the subset of the kernel config lowlat cares about (CONFIG_NET_SCH_*,
+	// CONFIG_TCP_CONG_*, CONFIG_IFB, ...), from /proc/config.gz or /boot/config-*.
+	Config map[string]string `json:"config,omitempty"`
+	// ConfigSource names the file Config was read from, "" when none was found.
+	ConfigSource string `json:"config_source,omitempty"`
+	Pidfd        bool   `json:"pidfd"` // pidfd_open + pidfd_getfd (>= 5.6)
+	BootID       string `json:"boot_id,omitempty"`
+}
+
+// AtLeast reports whether the kernel version is >= major.minor.
+func (k Kernel) AtLeast(major, minor int) bool {
+	return k.Major > major || (k.Major == major && k.Minor >= minor)
+}
+
+// Support is how sure we are that a kernel feature is usable.
+type Support string
+
+// Support levels, from evidence: built in (config =y or in use), loadable module
+// present, absent (config says no / no module), or unknown (no evidence either way).
+const (
+	Builtin Support = "builtin"
+	Module  Support = "module"
+	Absent  Support = "absent"
+	Unknown Support = "unknown"
+)
+
+// Usable reports whether the feature can be used (builtin or loadable).
+func (s Support) Usable() bool { return s == Builtin || s == Module }
+
+// Interface is one network interface.
+type Interface struct {
+	Name        string `json:"name"`
+	Index       int    `json:"index"`
+	Kind        string `json:"kind,omitempty"` // netlink link kind: veth, ifb, bridge, "" for hardware
+	Driver      string `json:"driver,omitempty"`
+	Bus         string `json:"bus,omitempty"` // pci, virtio, ...
+	BusInfo     string `json:"bus_info,omitempty"`
+	MAC         string `json:"mac,omitempty"`
+	MTU         int    `json:"mtu"`
+	TxQueueLen  int    `json:"txqueuelen"`
+	OperState   string `json:"operstate"`
+	Up          bool   `json:"up"`
+	Loopback    bool   `json:"loopback,omitempty"`
+	NumTxQueues int    `json:"num_tx_queues"`
+	NumRxQueues int    `json:"num_rx_queues"`
+	SpeedMbps   int    `json:"speed_mbps,omitempty"`
+	NUMANode    int    `json:"numa_node"` // -1 when unknown or not NUMA
+	LocalCPUs   []int  `json:"local_cpus,omitempty"`
+	// MSIIRQs are the IRQ numbers in device/msi_irqs.
+	MSIIRQs []int `json:"msi_irqs,omitempty"`
+	// RPS and XPS hold the raw hex bitmaps per queue (rx-0 -> "00000000,00000003").
+	RPS        map[string]string `json:"rps,omitempty"`
+	XPS        map[string]string `json:"xps,omitempty"`
+	RPSFlowCnt map[string]int    `json:"rps_flow_cnt,omitempty"`
+	Root       *Qdisc            `json:"root_qdisc,omitempty"`
+	Children   []Qdisc           `json:"children,omitempty"` // qdiscs below the root (mq children)
+	Ingress    *Qdisc            `json:"ingress_qdisc,omitempty"`
+	Ethtool    *Ethtool          `json:"ethtool,omitempty"`
+	Stats      map[string]uint64 `json:"stats,omitempty"` // /sys/class/net/X/statistics
+}
+
+// Physical reports whether the interface is backed by a device (not lo, veth, ifb...).
+func (i Interface) Physical() bool {
+	return !i.Loopback && i.Kind == "" && i.Driver != ""
+}
+
+// Qdisc is one queueing discipline as the kernel reports it.
+type Qdisc struct {
+	Kind   string `json:"kind"`
+	Handle string `json:"handle"` // "8001:" or "0:" for a kernel default
+	Parent string `json:"parent"` // "root", "ffff:fff1" (ingress) or "8001:3" (an mq child)
+	// Options are the kind's parameters in tc's vocabulary, canonical strings
+	// (limit=10240 target=5ms ...). See the knob package for the spec grammar.
+	Options map[string]string `json:"options,omitempty"`
+	Stats   QdiscStats        `json:"stats"`
+}
+
+// QdiscStats are the counters of tc -s qdisc.
+type QdiscStats struct {
+	Bytes      uint64 `json:"bytes"`
+	Packets    uint64 `json:"packets"`
+	Drops      uint64 `json:"drops"`
+	Overlimits uint64 `json:"overlimits"`
+	Requeues   uint64 `json:"requeues"`
+	Backlog    uint64 `json:"backlog"`
+	Qlen       uint64 `json:"qlen"`
+}
+
+// Route is one routing table entry with the metrics lowlat tunes.
+type Route struct {
+	Family   string `json:"family"` // inet or inet6
+	Dst      string `json:"dst"`    // "default" or a CIDR
+	Table    int    `json:"table"`
+	Type     string `json:"type"` // unicast, local, broadcast, ...
+	Protocol string `json:"protocol,omitempty"`
+	Scope    string `json:"scope,omitempty"`
+	Dev      string `json:"dev,omitempty"`
+	Gateway  string `json:"gateway,omitempty"`
+	Src      string `json:"src,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	InitCwnd int    `json:"initcwnd,omitempty"`
+	InitRwnd int    `json:"initrwnd,omitempty"`
+	Congctl  string `json:"congctl,omitempty"`
+	QuickACK int    `json:"quickack,omitempty"`
+}
+
+// IRQ is one line of /proc/interrupts plus its affinity.
+type IRQ struct {
+	Num    int      `json:"num"` // -1 for the named rows (NMI, LOC, ...)
+	Name   string   `json:"name"`
+	Chip   string   `json:"chip,omitempty"`
+	Counts []uint64 `json:"counts"`
+	// Affinity is smp_affinity_list parsed; EffectiveAffinity the effective list.
+	Affinity          []int `json:"affinity,omitempty"`
+	EffectiveAffinity []int `json:"effective_affinity,omitempty"`
+	Node              int   `json:"node"`
+}
+
+// Total is the IRQ's count summed over CPUs.
+func (q IRQ) Total() uint64 {
+	var t uint64
+	for _, c := range q.Counts {
+		t += c
+	}
+	return t
+}
+
+// SoftnetCPU is one row of /proc/net/softnet_stat.
+type SoftnetCPU struct {
+	CPU         int    `json:"cpu"`
+	Processed   uint64 `json:"processed"`
+	Dropped     uint64 `json:"dropped"`
+	TimeSqueeze uint64 `json:"time_squeeze"`
+}
+
+// CPU is one logical CPU's place in the topology.
+type CPU struct {
+	ID       int    `json:"id"`
+	Online   bool   `json:"online"`
+	Core     int    `json:"core"`
+	Package  int    `json:"package"`
+	Node     int    `json:"node"`
+	Siblings []int  `json:"siblings"` // thread_siblings_list, including itself
+	Governor string `json:"governor,omitempty"`
+}
+
+// NUMANode is one memory node and its CPUs.
+type NUMANode struct {
+	ID   int   `json:"id"`
+	CPUs []int `json:"cpus"`
+}
+
+// Sysfs holds the plain sysfs settings profiles touch, keyed by path below /sys
+// ("kernel/mm/transparent_hugepage/enabled" -> "never"). Values are the selected
+// word for bracketed lists ("always madvise [never]" -> "never").
+type Sysfs map[string]string
+
+// IRQBalance is whether irqbalance runs and how it is configured.
+type IRQBalance struct {
+	Running    bool   `json:"running"`
+	PID        int    `json:"pid,omitempty"`
+	ConfigPath string `json:"config_path,omitempty"`
+	// BannedCPUs is IRQBALANCE_BANNED_CPUS / IRQBALANCE_BANNED_CPULIST as written.
+	BannedCPUs string `json:"banned_cpus,omitempty"`
+}
+
+// BlockDev is a block device's queue settings (NVMe tuning).
+type BlockDev struct {
+	Name       string `json:"name"`
+	Scheduler  string `json:"scheduler"`
+	RqAffinity int    `json:"rq_affinity"`
+	NrRequests int    `json:"nr_requests"`
+	NUMANode   int    `json:"numa_node"`
+	MSIIRQs    []int  `json:"msi_irqs,omitempty"`
+	Rotational bool   `json:"rotational"`
+}
+
+// Ethtool is what the ethtool ioctls report for an interface. Each part is nil
+// when the driver does not support the query (virtio has no coalescing, etc.).
+type Ethtool struct {
+	Driver   string            `json:"driver,omitempty"`
+	Version  string            `json:"version,omitempty"`
+	Firmware string            `json:"firmware,omitempty"`
+	BusInfo  string            `json:"bus_info,omitempty"`
+	Channels *Channels         `json:"channels,omitempty"`
+	Rings    *Rings            `json:"rings,omitempty"`
+	Coalesce map[string]uint32 `json:"coalesce,omitempty"`
+	Features map[string]bool   `json:"features,omitempty"`
+	Stats    map[string]uint64 `json:"stats,omitempty"`
+	Errors   map[string]string `json:"errors,omitempty"` // query -> why it failed
+}
+
+// Channels is ethtool -l.
+type Channels struct {
+	MaxRx, MaxTx, MaxOther, MaxCombined uint32
+	Rx, Tx, Other, Combined             uint32
+}
+
+// Rings is ethtool -g.
+type Rings struct {
+	RxMax, TxMax, Rx, Tx uint32
+}
+
+// Interface returns the named interface, or nil.
+func (f *Facts) Interface(name string) *Interface {
+	for i := range f.Interfaces {
+		if f.Interfaces[i].Name == name {
+			return &f.Interfaces[i]
+		}
+	}
+	return nil
+}
+
+// ErrorFor returns the recorded read error for a source, or "".
+func (f *Facts) ErrorFor(source string) string {
+	for _, e := range f.Errors {
+		if e.Source == source {
+			return e.Err
+		}
+	}
+	return ""
+}
