@@ -1,0 +1,424 @@
+package probe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ReflectorConfig bounds what a reflector will do for anyone who reaches it.
+// The zero value of each field means its default.
+type ReflectorConfig struct {
+	// Key, when set, makes every UDP packet and TCP hello carry an HMAC-SHA256
+	// with this key; anything else is dropped without a reply.
+	Key []byte
+	// MinInterval is the shortest average interval a UDP session may send at
+	// (default 10ms, like irtt); sessions asking for less are refused and
+	// faster senders are throttled by a token bucket with burst Burst.
+	MinInterval time.Duration
+	Burst       int // default 5
+	// MaxClients caps concurrent UDP sessions plus TCP connections (default 20000).
+	MaxClients int
+	// MaxSize caps a UDP probe and a TCP request/response message (default 65507).
+	MaxSize int
+	// MaxResponse caps a CRR response (default 64 MiB).
+	MaxResponse int
+	// MaxDuration caps one test (session or connection) (default 24h).
+	MaxDuration time.Duration
+	// IdleTimeout ends sessions and connections that stay silent (default 60s).
+	IdleTimeout time.Duration
+	// Logf, when set, receives one line per notable event (refusals, errors).
+	Logf func(format string, args ...any)
+}
+
+func (c *ReflectorConfig) setDefaults() {
+	if c.MinInterval <= 0 {
+		c.MinInterval = 10 * time.Millisecond
+	}
+	if c.Burst <= 0 {
+		c.Burst = 5
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = 20000
+	}
+	if c.MaxSize <= 0 || c.MaxSize > maxUDPSize {
+		c.MaxSize = maxUDPSize
+	}
+	if c.MaxResponse <= 0 {
+		c.MaxResponse = 64 << 20
+	}
+	if c.MaxDuration <= 0 {
+		c.MaxDuration = 24 * time.Hour
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = time.Minute
+	}
+}
+
+// ReflectorStats counts what a reflector has done since it started.
+type ReflectorStats struct {
+	Clients      int64 `json:"clients"` // current UDP sessions + TCP connections
+	UDPSessions  int64 `json:"udp_sessions"`
+	UDPReceived  int64 `json:"udp_received"`
+	UDPReplied   int64 `json:"udp_replied"`
+	UDPDropped   int64 `json:"udp_dropped"`   // malformed, unauthenticated, unknown session
+	UDPThrottled int64 `json:"udp_throttled"` // over the token bucket
+	UDPReplayed  int64 `json:"udp_replayed"`
+	Refused      int64 `json:"refused"`
+	TCPAccepted  int64 `json:"tcp_accepted"`
+	TCPDropped   int64 `json:"tcp_dropped"` // bad or unauthenticated hello
+	TCPBytesIn   int64 `json:"tcp_bytes_in"`
+	TCPBytesOut  int64 `json:"tcp_bytes_out"`
+}
+
+// Reflector answers lowlat probes: the UDP probe protocol and the TCP modes
+// (rr, crr, sink, source) on one port number. Create it with NewReflector,
+// bind with Listen, run with Serve.
+type Reflector struct {
+	cfg ReflectorConfig
+
+	udp *net.UDPConn
+	tcp net.Listener
+
+	clients atomic.Int64
+	st      struct {
+		udpSessions, udpReceived, udpReplied, udpDropped, udpThrottled, udpReplayed atomic.Int64
+		refused, tcpAccepted, tcpDropped, tcpIn, tcpOut                             atomic.Int64
+	}
+
+	nonceMu sync.Mutex
+	nonces  *nonceCache
+
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// NewReflector returns a reflector with cfg's limits (defaults filled in).
+func NewReflector(cfg ReflectorConfig) *Reflector {
+	cfg.setDefaults()
+	return &Reflector{
+		cfg:    cfg,
+		nonces: newNonceCache(1<<16, 10*time.Minute),
+		conns:  map[net.Conn]struct{}{},
+	}
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (r *Reflector) Config() ReflectorConfig { return r.cfg }
+
+// Listen binds TCP and UDP on the same address and port. With port 0 it picks a
+// port free for both. Sockets are created on the calling goroutine's thread, so
+// a caller locked into a network namespace gets them there.
+func (r *Reflector) Listen(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("reflector: listen %q: %w", addr, err)
+	}
+	lc := net.ListenConfig{Control: listenControl}
+	for try := 0; ; try++ {
+		ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, port))
+		if err != nil {
+			return fmt.Errorf("reflector: listen tcp %s: %w", addr, err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		uc, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err != nil {
+			ln.Close()
+			if port == "0" && try < 20 {
+				continue
+			}
+			return fmt.Errorf("reflector: listen udp %s: %w", net.JoinHostPort(host, strconv.Itoa(p)), err)
+		}
+		r.tcp, r.udp = ln, uc.(*net.UDPConn)
+		break
+	}
+	_ = r.udp.SetReadBuffer(4 << 20)
+	_ = r.udp.SetWriteBuffer(4 << 20)
+	if rc, err := r.udp.SyscallConn(); err == nil {
+		_ = enableRxTimestamps(rc)
+	}
+	return nil
+}
+
+// Addr is the bound address (host:port), valid after Listen.
+func (r *Reflector) Addr() string {
+	if r.tcp == nil {
+		return ""
+	}
+	return r.tcp.Addr().String()
+}
+
+// Stats returns the counters so far.
+func (r *Reflector) Stats() ReflectorStats {
+	return ReflectorStats{
+		Clients:      r.clients.Load(),
+		UDPSessions:  r.st.udpSessions.Load(),
+		UDPReceived:  r.st.udpReceived.Load(),
+		UDPReplied:   r.st.udpReplied.Load(),
+		UDPDropped:   r.st.udpDropped.Load(),
+		UDPThrottled: r.st.udpThrottled.Load(),
+		UDPReplayed:  r.st.udpReplayed.Load(),
+		Refused:      r.st.refused.Load(),
+		TCPAccepted:  r.st.tcpAccepted.Load(),
+		TCPDropped:   r.st.tcpDropped.Load(),
+		TCPBytesIn:   r.st.tcpIn.Load(),
+		TCPBytesOut:  r.st.tcpOut.Load(),
+	}
+}
+
+// Serve answers probes until ctx is cancelled, then closes the sockets and
+// every open connection and returns nil once all goroutines have finished.
+func (r *Reflector) Serve(ctx context.Context) error {
+	if r.udp == nil || r.tcp == nil {
+		return errors.New("reflector: Serve before Listen")
+	}
+	errc := make(chan error, 2)
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); errc <- r.serveUDP() }()
+	go func() { defer r.wg.Done(); errc <- r.serveTCP() }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	r.udp.Close()
+	r.tcp.Close()
+	r.connMu.Lock()
+	for c := range r.conns {
+		c.Close()
+	}
+	r.connMu.Unlock()
+	r.wg.Wait()
+	return err
+}
+
+// ListenAndServe is Listen then Serve.
+func (r *Reflector) ListenAndServe(ctx context.Context, addr string) error {
+	if err := r.Listen(ctx, addr); err != nil {
+		return err
+	}
+	return r.Serve(ctx)
+}
+
+func (r *Reflector) logf(format string, args ...any) {
+	if r.cfg.Logf != nil {
+		r.cfg.Logf(format, args...)
+	}
+}
+
+// freshNonce reports whether an authenticated opening nonce is new.
+func (r *Reflector) freshNonce(n uint64) bool {
+	r.nonceMu.Lock()
+	defer r.nonceMu.Unlock()
+	return r.nonces.fresh(n, time.Now().UnixNano())
+}
+
+// takeClient reserves a client slot, or reports that the reflector is full.
+func (r *Reflector) takeClient() bool {
+	if r.clients.Add(1) > int64(r.cfg.MaxClients) {
+		r.clients.Add(-1)
+		return false
+	}
+	return true
+}
+
+// udpSession is one client's UDP test. Only the UDP goroutine touches it.
+type udpSession struct {
+	id       uint64
+	src      netip.AddrPort
+	nonce    uint64
+	bucket   tokenBucket
+	window   replayWindow
+	received uint32 // unique probes
+	dups     uint32
+	expire   int64 // hard end, ns
+	lastSeen int64
+}
+
+func randUint64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+func (r *Reflector) serveUDP() error {
+	var (
+		buf      = make([]byte, 65536)
+		oob      = make([]byte, oobSize)
+		m        = newMAC(r.cfg.Key)
+		sessions = map[uint64]*udpSession{}
+		byNonce  = map[uint64]*udpSession{}
+		// Session opens from anyone share one bucket (200/s, burst 50), so a
+		// flood of opens costs bounded work and state.
+		opens     = newTokenBucket(5*time.Millisecond, 50, time.Now().UnixNano())
+		nextSweep time.Time
+	)
+	closeSession := func(s *udpSession) {
+		delete(sessions, s.id)
+		if byNonce[s.nonce] == s {
+			delete(byNonce, s.nonce)
+		}
+		r.clients.Add(-1)
+	}
+	defer func() {
+		for _, s := range sessions {
+			closeSession(s)
+		}
+	}()
+	idle := int64(r.cfg.IdleTimeout)
+	for {
+		if now := time.Now(); now.After(nextSweep) {
+			ns := now.UnixNano()
+			for _, s := range sessions {
+				if ns > s.expire || ns-s.lastSeen > idle {
+					closeSession(s)
+				}
+			}
+			nextSweep = now.Add(time.Second)
+			_ = r.udp.SetReadDeadline(nextSweep)
+		}
+		n, oobn, _, src, err := r.udp.ReadMsgUDPAddrPort(buf, oob)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// ICMP errors surface on unconnected sockets as read errors; ignore.
+			continue
+		}
+		rx, ok := parseRxTimestamp(oob[:oobn])
+		if !ok {
+			rx = time.Now().UnixNano()
+		}
+		r.st.udpReceived.Add(1)
+		b := buf[:n]
+		p, err := decodeUDP(b, m)
+		if err != nil {
+			r.st.udpDropped.Add(1)
+			continue
+		}
+		switch p.Type {
+		case pktOpen:
+			if !opens.allow(rx) {
+				r.st.udpThrottled.Add(1)
+				continue
+			}
+			if s := byNonce[p.Nonce]; s != nil {
+				if s.src != src {
+					r.st.udpReplayed.Add(1)
+					continue
+				}
+				// A retransmitted open: answer again with the same session.
+				p.Type, p.Session, p.A, p.B = pktOpenOK, s.id, uint64(r.cfg.IdleTimeout), uint64(r.cfg.MinInterval)
+				r.sendUDP(b, &p, m, src)
+				continue
+			}
+			if m != nil && !r.freshNonce(p.Nonce) {
+				r.st.udpReplayed.Add(1)
+				continue
+			}
+			code, limit := r.checkOpen(p, len(b), m != nil)
+			if code == refuseNone && !r.takeClient() {
+				code, limit = refuseCapacity, uint64(r.cfg.MaxClients)
+			}
+			if code != refuseNone {
+				r.st.refused.Add(1)
+				r.logf("refused udp session from %s: %v", src, &RefusedError{Code: int(code), Limit: limit})
+				p.Type, p.Code, p.Session, p.A, p.B = pktRefused, code, 0, limit, 0
+				r.sendUDP(b, &p, m, src)
+				continue
+			}
+			id := randUint64()
+			for id == 0 || sessions[id] != nil {
+				id = randUint64()
+			}
+			dur := int64(p.B)
+			s := &udpSession{
+				id: id, src: src, nonce: p.Nonce,
+				bucket:   newTokenBucket(r.cfg.MinInterval, r.cfg.Burst, rx),
+				window:   newReplayWindow(),
+				expire:   rx + dur + dur/10 + int64(10*time.Second),
+				lastSeen: rx,
+			}
+			sessions[id], byNonce[p.Nonce] = s, s
+			r.st.udpSessions.Add(1)
+			p.Type, p.Code, p.Session, p.A, p.B = pktOpenOK, 0, id, uint64(r.cfg.IdleTimeout), uint64(r.cfg.MinInterval)
+			r.sendUDP(b, &p, m, src)
+
+		case pktProbe:
+			s := sessions[p.Session]
+			if s == nil || s.src != src {
+				r.st.udpDropped.Add(1)
+				continue
+			}
+			if !s.bucket.allow(rx) {
+				r.st.udpThrottled.Add(1)
+				continue
+			}
+			s.lastSeen = rx
+			if s.window.check(p.Seq) {
+				s.received++
+			} else if m != nil {
+				// Authenticated sessions drop replays (and numbers too old
+				// to tell); without a key a duplicate is echoed so the client
+				// sees upstream duplication.
+				r.st.udpReplayed.Add(1)
+				continue
+			} else {
+				s.dups++
+			}
+			p.Type, p.SrvRecv, p.SrvRx = pktReply, s.received, rx
+			p.SrvProc = time.Now().UnixNano() - rx
+			r.sendUDP(b, &p, m, src)
+
+		case pktClose:
+			s := sessions[p.Session]
+			if s == nil || s.src != src {
+				r.st.udpDropped.Add(1)
+				continue
+			}
+			if !s.bucket.allow(rx) {
+				r.st.udpThrottled.Add(1)
+				continue
+			}
+			// Keep the session a moment so a retried close gets the same answer.
+			s.expire = min(s.expire, rx+int64(3*time.Second))
+			p.Type, p.Seq, p.SrvRecv = pktClosed, s.received, s.dups
+			r.sendUDP(b, &p, m, src)
+
+		default:
+			r.st.udpDropped.Add(1)
+		}
+	}
+}
+
+// checkOpen validates a session request against the reflector's limits.
+func (r *Reflector) checkOpen(p packet, pktLen int, auth bool) (uint8, uint64) {
+	switch {
+	case time.Duration(p.A) < r.cfg.MinInterval:
+		return refuseInterval, uint64(r.cfg.MinInterval)
+	case p.B == 0 || time.Duration(p.B) > r.cfg.MaxDuration:
+		return refuseDuration, uint64(r.cfg.MaxDuration)
+	case int(p.Size) > r.cfg.MaxSize || int(p.Size) < minPacket(auth) || pktLen > r.cfg.MaxSize:
+		return refuseSize, uint64(r.cfg.MaxSize)
+	}
+	return refuseNone, 0
+}
+
+func (r *Reflector) sendUDP(b []byte, p *packet, m *mac, dst netip.AddrPort) {
+	encodeUDP(b, p, m)
+	if _, err := r.udp.WriteToUDPAddrPort(b, dst); err == nil {
+		r.st.udpReplied.Add(1)
+	}
+}

@@ -1,0 +1,103 @@
+package probe
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/version"
+)
+
+// Meta is the context every result carries (CONVENTIONS habit 7): what ran, by
+// which build, on which host, when. It is embedded, so its fields sit at the top
+// level of a result's JSON next to the metrics.
+type Meta struct {
+	// Type is "udp", "tcp", "crr" or "load"; compare refuses to mix types.
+	Type    string    `json:"type"`
+	Version string    `json:"version"`
+	Target  string    `json:"target"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Host    HostInfo  `json:"host"`
+}
+
+func newMeta(typ, target string, start time.Time) Meta {
+	return Meta{Type: typ, Version: version.String(), Target: target, Start: start.UTC(), End: time.Now().UTC(), Host: ReadHostInfo()}
+}
+
+// HostInfo is the few host facts that change what a latency figure means.
+// Fields that cannot be read stay empty; reading them never fails a run.
+type HostInfo struct {
+	Hostname      string `json:"hostname,omitempty"`
+	Kernel        string `json:"kernel,omitempty"`
+	NumCPU        int    `json:"num_cpu"`
+	CongestionCtl string `json:"tcp_congestion_control,omitempty"`
+	DefaultQdisc  string `json:"default_qdisc,omitempty"`
+}
+
+// ReadHostInfo reads the host facts of the machine (and network namespace: the
+// /proc/sys/net files are per namespace) it runs in.
+func ReadHostInfo() HostInfo {
+	h := HostInfo{NumCPU: runtime.NumCPU(), Kernel: kernelRelease()}
+	h.Hostname, _ = os.Hostname()
+	h.CongestionCtl = readTrim("/proc/sys/net/ipv4/tcp_congestion_control")
+	h.DefaultQdisc = readTrim("/proc/sys/net/core/default_qdisc")
+	return h
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Duration is a time.Duration that reads and writes JSON as "10ms".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as Go's duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string (or a number of nanoseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration: %w", err)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Limits that keep a run sane. Each refusal names the limit it hit.
+const (
+	MaxDuration    = 24 * time.Hour // longer runs need Force
+	MinInterval    = 100 * time.Microsecond
+	MaxInterval    = time.Minute
+	MaxConnections = 1_000_000
+	MaxMessage     = 65507         // UDP payload and TCP rr message limit
+	MaxResponse    = 1 << 30       // CRR response bytes
+	maxProbes      = 1_000_000_000 // one bit each in the received bitset
+)
+
+func checkDuration(what string, d time.Duration, force bool) error {
+	if d <= 0 {
+		return fmt.Errorf("%s %s: must be positive", what, d)
+	}
+	if d > MaxDuration && !force {
+		return fmt.Errorf("%s %s: longer than %s (use --force to run it anyway)", what, d, MaxDuration)
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+//go:build linux
+
+package probe
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// enableRxTimestamps asks the kernel to attach its receive time (CLOCK_REALTIME,
+// taken when the packet reached the socket layer) to every datagram.
+func enableRxTimestamps(rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// oobSize is enough control-message space for one SCM_TIMESTAMPNS.
+var oobSize = unix.CmsgSpace(16)
+
+// parseRxTimestamp extracts SCM_TIMESTAMPNS from control messages without
+// allocating. It returns wall-clock nanoseconds, or false when absent.
+func parseRxTimestamp(oob []byte) (int64, bool) {
+	const hdr = unix.SizeofCmsghdr
+	for len(oob) >= hdr {
+		// struct cmsghdr { size_t len; int level; int type; } in host byte order.
+		var l int
+		if hdr == 16 {
+			l = int(binary.NativeEndian.Uint64(oob))
+		} else {
+			l = int(binary.NativeEndian.Uint32(oob))
+		}
+		level := int32(binary.NativeEndian.Uint32(oob[hdr-8:]))
+		typ := int32(binary.NativeEndian.Uint32(oob[hdr-4:]))
+		if l < hdr || l > len(oob) {
+			return 0, false
+		}
+		if level == unix.SOL_SOCKET && typ == unix.SCM_TIMESTAMPNS && l >= hdr+16 {
+			var sec, nsec int64
+			if hdr == 16 {
+				sec = int64(binary.NativeEndian.Uint64(oob[hdr:]))
+				nsec = int64(binary.NativeEndian.Uint64(oob[hdr+8:]))
+			} else {
+				sec = int64(int32(binary.NativeEndian.Uint32(oob[hdr:])))
+				nsec = int64(int32(binary.NativeEndian.Uint32(oob[hdr+4:])))
+			}
+			return sec*1e9 + nsec, true
+		}
+		next := unix.CmsgSpace(l - hdr)
+		if next > len(oob) {
+			break
+		}
+		oob = oob[next:]
+	}
+	return 0, false
+}
+
+// setTOS sets the DSCP (shifted into the TOS/traffic class byte) on a socket.
+func setTOS(rc syscall.RawConn, v6 bool, dscp int) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if v6 {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, dscp<<2)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp<<2)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("set DSCP %d: %w", dscp, serr)
+	}
+	return nil
+}
+
+// listenControl enables TCP Fast Open on a listener (queue of 1024 pending
+// SYN-with-data requests). Whether the kernel accepts data in the SYN still
+// depends on net.ipv4.tcp_fastopen having the server bit (0x2).
+func listenControl(network, address string, c syscall.RawConn) error {
+	if network != "tcp" && network != "tcp4" && network != "tcp6" {
+		return nil
+	}
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_FASTOPEN, 1024)
+	})
+	if err != nil {
+		return err
+	}
+	_ = serr // a kernel without TFO still serves plain TCP
+	return nil
+}
+
+// fastOpenControl sets TCP_FASTOPEN_CONNECT on a client socket before connect:
+// the kernel then sends the first write in the SYN when it holds a cookie.
+func fastOpenControl(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, 1)
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("set TCP_FASTOPEN_CONNECT: %w", serr)
+	}
+	return nil
+}
+
+// tcpiOptSynData is TCPI_OPT_SYN_DATA: the SYN carried data the peer acked.
+const tcpiOptSynData = 0x20
+
+// synDataAcked reports whether a client connection's SYN data was accepted.
+func synDataAcked(rc syscall.RawConn) bool {
+	var ok bool
+	_ = rc.Control(func(fd uintptr) {
+		ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		ok = err == nil && ti.Options&tcpiOptSynData != 0
+	})
+	return ok
+}
+
+// ensureFiles makes sure the process may hold need more descriptors than it
+// holds now: it raises the soft RLIMIT_NOFILE up to the hard limit, and the hard
+// limit too when the process may (CAP_SYS_RESOURCE). It fails with how many
+// connections are possible and why.
+func ensureFiles(need int, what string) error {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("getrlimit NOFILE: %w", err)
+	}
+	open := countOpenFiles()
+	want := uint64(open + need + 64)
+	if lim.Cur >= want {
+		return nil
+	}
+	if lim.Max >= want {
+		lim.Cur = lim.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err == nil {
+			return nil
+		}
+	} else {
+		nl := unix.Rlimit{Cur: want, Max: want}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &nl); err == nil {
+			return nil
+		}
+		lim.Cur = lim.Max
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	}
+	possible := int64(lim.Cur) - int64(open) - 64
+	if possible < 0 {
+		possible = 0
+	}
+	return fmt.Errorf("can open at most %d %s (RLIMIT_NOFILE=%d, %d already open; raise it with ulimit -n or run as root)", possible, what, lim.Cur, open)
+}
+
+func countOpenFiles() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 16
+	}
+	return len(ents)
+}
+
+// preciseSleeper sleeps on a dedicated OS thread with 1 ns timer slack, so an
+// isochronous sender wakes within microseconds of its schedule (the Go runtime's
+// timers round to the millisecond when idle). The calling goroutine must stay on
+// its thread: call lockThread first.
+type preciseSleeper struct{}
+
+// lockThread pins the goroutine to its thread and lowers the thread's timer
+// slack. The thread is not unlocked: it exits with the goroutine, so the changed
+// slack never leaks to other goroutines.
+func lockThread() preciseSleeper {
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	return preciseSleeper{}
+}
+
+// until sleeps until t (by the monotonic clock reading in t).
+func (preciseSleeper) until(t time.Time) {
+	for {
+		d := time.Until(t)
+		if d <= 0 {
+			return
+		}
+		ts := unix.NsecToTimespec(int64(d))
+		if err := unix.Nanosleep(&ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+			time.Sleep(d)
+			return
+		}
+	}
+}
+
+// netnsFD opens the calling thread's network namespace, so helper goroutines can
+// join it (see inCallerNetns). Returns -1 when that is not possible.
+func netnsFD() int {
+	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// joinNetns locks the goroutine to its thread and moves the thread into the
+// namespace fd when it is elsewhere. The thread is never unlocked, so it dies
+// with the goroutine instead of returning to the pool in a foreign namespace.
+func joinNetns(fd int) error {
+	if fd < 0 {
+		return nil
+	}
+	runtime.LockOSThread()
+	var want, have unix.Stat_t
+	if err := unix.Fstat(fd, &want); err != nil {
+		runtime.UnlockOSThread()
+		return nil
+	}
+	if err := unix.Stat("/proc/thread-self/ns/net", &have); err != nil || (want.Ino == have.Ino && want.Dev == have.Dev) {
+		// Already there: an ordinary goroutine will do.
+		runtime.UnlockOSThread()
+		return nil
+	}
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("join caller's network namespace: %w", err)
+	}
+	return nil
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+func isConnRefused(err error) bool { return errors.Is(err, unix.ECONNREFUSED) }
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// udpSock is a connected, blocking UDP socket driven by raw syscalls on
+// dedicated threads: one send and one receive syscall per probe, no netpoller
+// wake-ups, no allocation. Receives time out every rcvTimeout so a receiver can
+// notice it should stop.
+type udpSock struct {
+	fd  int
+	v6  bool
+	msg unix.Msghdr
+	iov unix.Iovec
+}
+
+const rcvTimeout = 50 * time.Millisecond
+
+func dialUDPSock(dst netip.AddrPort) (*udpSock, error) {
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	var (
+		s   = &udpSock{v6: dst.Addr().Is6()}
+		sa  unix.Sockaddr
+		fam = unix.AF_INET
+	)
+	if s.v6 {
+		fam = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
+	}
+	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("udp socket: %w", err)
+	}
+	s.fd = fd
+	tv := unix.NsecToTimeval(int64(rcvTimeout))
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	if err := unix.Connect(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("udp connect %s: %w", dst, err)
+	}
+	return s, nil
+}
+
+// kernelTimestamps turns on SO_TIMESTAMPNS and reports whether it took.
+func (s *udpSock) kernelTimestamps() bool {
+	return unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) == nil
+}
+
+func (s *udpSock) setDSCP(dscp int) error {
+	if s.v6 {
+		if err := unix.SetsockoptInt(s.fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, dscp<<2); err != nil {
+			return fmt.Errorf("set IPV6_TCLASS %d: %w", dscp<<2, err)
+		}
+		return nil
+	}
+	if err := unix.SetsockoptInt(s.fd, unix.IPPROTO_IP, unix.IP_TOS, dscp<<2); err != nil {
+		return fmt.Errorf("set IP_TOS %d: %w", dscp<<2, err)
+	}
+	return nil
+}
+
+func (s *udpSock) send(b []byte) error {
+	_, err := unix.Write(s.fd, b)
+	return err
+}
+
+// recv reads one datagram and its control messages. It returns a timeout error
+// (errRecvTimeout) every rcvTimeout without traffic. Only one goroutine may call
+// it at a time (msg and iov are reused).
+func (s *udpSock) recv(b, oob []byte) (n, oobn int, err error) {
+	s.iov.Base = &b[0]
+	s.iov.SetLen(len(b))
+	s.msg.Iov = &s.iov
+	s.msg.Iovlen = 1
+	s.msg.Name = nil
+	s.msg.Namelen = 0
+	s.msg.Control = &oob[0]
+	s.msg.SetControllen(len(oob))
+	r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.msg)), 0)
+	if e != 0 {
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return 0, 0, errRecvTimeout
+		}
+		return 0, 0, e
+	}
+	return int(r), int(s.msg.Controllen), nil
+}
+
+func (s *udpSock) close() { unix.Close(s.fd) }

@@ -1,0 +1,46 @@
+//go:build !linux
+
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+var errNotSupported = fmt.Errorf("probe: not supported on %s", runtime.GOOS)
+
+func enableRxTimestamps(rc syscall.RawConn) error                    { return errNotSupported }
+func parseRxTimestamp(oob []byte) (int64, bool)                      { return 0, false }
+func setTOS(rc syscall.RawConn, v6 bool, dscp int) error             { return errNotSupported }
+func listenControl(network, address string, c syscall.RawConn) error { return nil }
+func fastOpenControl(network, address string, c syscall.RawConn) error {
+	return errNotSupported
+}
+func synDataAcked(rc syscall.RawConn) bool    { return false }
+func ensureFiles(need int, what string) error { return nil }
+
+var oobSize = 64
+
+type preciseSleeper struct{}
+
+func lockThread() preciseSleeper         { return preciseSleeper{} }
+func (preciseSleeper) until(t time.Time) { time.Sleep(time.Until(t)) }
+func netnsFD() int                       { return -1 }
+func joinNetns(fd int) error             { return nil }
+func closeFD(fd int)                     {}
+func isConnRefused(err error) bool       { return errors.Is(err, syscall.ECONNREFUSED) }
+
+func kernelRelease() string { return "" }
+
+type udpSock struct{}
+
+func dialUDPSock(dst netip.AddrPort) (*udpSock, error)  { return nil, errNotSupported }
+func (s *udpSock) kernelTimestamps() bool               { return false }
+func (s *udpSock) setDSCP(dscp int) error               { return errNotSupported }
+func (s *udpSock) send(b []byte) error                  { return errNotSupported }
+func (s *udpSock) recv(b, oob []byte) (int, int, error) { return 0, 0, errNotSupported }
+func (s *udpSock) close()                               {}

@@ -1,0 +1,134 @@
+package probe
+
+import (
+	"math"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// ipdvWindow is how many recent sequence numbers keep their RTT so that IPDV can
+// pair consecutive probes even when they arrive out of order.
+const ipdvWindow = 4096
+
+// udpStats accumulates the UDP probe's statistics as replies arrive. It is owned
+// by one goroutine (the receiver), streams (memory is one bit per probe plus
+// fixed-size histograms) and never allocates per reply.
+type udpStats struct {
+	rtt  *hdrhistogram.Histogram // ns, server processing removed
+	ipdv *hdrhistogram.Histogram // |RTT(s) - RTT(s-1)| for consecutive sequence numbers, ns
+
+	seen       []uint64 // bitset of sequence numbers received
+	received   int64    // unique replies
+	duplicates int64
+	reordered  int64 // replies whose seq is below the highest seen before them
+	maxSeq     int64 // highest seq received, -1 before any
+
+	// RFC 3550 interarrival jitter over arrival order, ns.
+	jitter   float64
+	lastRTT  int64
+	haveLast bool
+
+	// Recent RTTs by seq for IPDV.
+	ring    [ipdvWindow]int64
+	ringSeq [ipdvWindow]int64
+
+	srvRecvMax uint32 // highest "received" count the reflector echoed
+}
+
+func newUDPStats(count int) *udpStats {
+	s := &udpStats{
+		rtt:    newHist(),
+		ipdv:   newHist(),
+		seen:   make([]uint64, (count+63)/64),
+		maxSeq: -1,
+	}
+	for i := range s.ringSeq {
+		s.ringSeq[i] = -1
+	}
+	return s
+}
+
+// add records one reply: seq is the probe's sequence number (already checked to
+// be below the number sent), rtt the round trip in ns with the reflector's
+// processing removed, srvRecv the reflector's received count at reply time.
+func (s *udpStats) add(seq uint32, rtt int64, srvRecv uint32) {
+	i := int64(seq)
+	if int(i/64) >= len(s.seen) {
+		return
+	}
+	s.srvRecvMax = max(s.srvRecvMax, srvRecv)
+	w, bit := i/64, uint64(1)<<(i%64)
+	if s.seen[w]&bit != 0 {
+		s.duplicates++
+		return
+	}
+	s.seen[w] |= bit
+	s.received++
+	if i < s.maxSeq {
+		s.reordered++
+	} else {
+		s.maxSeq = i
+	}
+	record(s.rtt, rtt)
+
+	// RFC 3550 §6.4.1: J += (|D(i-1,i)| - J) / 16, D being the difference of
+	// transit times of consecutive arrivals; the round trip stands in for transit.
+	if s.haveLast {
+		d := math.Abs(float64(rtt - s.lastRTT))
+		s.jitter += (d - s.jitter) / 16
+	}
+	s.lastRTT, s.haveLast = rtt, true
+
+	// RFC 5481 IPDV pairs consecutive sequence numbers: (s-1, s) and, when s
+	// arrived after s+1, (s, s+1).
+	slot := i % ipdvWindow
+	s.ring[slot], s.ringSeq[slot] = rtt, i
+	if i > 0 {
+		if p := (i - 1) % ipdvWindow; s.ringSeq[p] == i-1 {
+			record(s.ipdv, abs64(rtt-s.ring[p]))
+		}
+	}
+	if n := (i + 1) % ipdvWindow; s.ringSeq[n] == i+1 {
+		record(s.ipdv, abs64(s.ring[n]-rtt))
+	}
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// Loss splits the probes that did not come back by direction.
+type Loss struct {
+	// Up is probes the reflector never received; Down is replies the reflector
+	// sent that never arrived. Counts of packets.
+	Up   int64 `json:"up"`
+	Down int64 `json:"down"`
+	// UpPct and DownPct are the same as a percentage of probes sent.
+	UpPct   float64 `json:"up_pct"`
+	DownPct float64 `json:"down_pct"`
+	// Split says where the reflector's count came from: "final" (its answer to
+	// the close request) or "echoed" (the highest count seen in replies, used
+	// when the close went unanswered; late losses then count as downstream).
+	Split string `json:"split"`
+}
+
+// loss computes the split from the probes sent and the reflector's count of
+// unique probes it received (srvRecv < 0: unknown, use the echoed maximum).
+func (s *udpStats) loss(sent int64, srvRecv int64) Loss {
+	l := Loss{Split: "final"}
+	if srvRecv < 0 {
+		srvRecv = int64(s.srvRecvMax)
+		l.Split = "echoed"
+	}
+	srvRecv = min(max(srvRecv, s.received), sent)
+	l.Up = sent - srvRecv
+	l.Down = srvRecv - s.received
+	if sent > 0 {
+		l.UpPct = round3(100 * float64(l.Up) / float64(sent))
+		l.DownPct = round3(100 * float64(l.Down) / float64(sent))
+	}
+	return l
+}
