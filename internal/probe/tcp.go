@@ -1,0 +1,421 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Request/response patterns.
+const (
+	PatternRR             = "rr"               // write the request, read the reply
+	PatternWriteWriteRead = "write-write-read" // write it in two parts, then read
+)
+
+// TCPConfig is one TCP request/response run over persistent connections.
+type TCPConfig struct {
+	Target      string `json:"target"`
+	Connections int    `json:"connections"`
+	// Rate is requests per second over all connections (wrk2's -R); each
+	// connection sends every Connections/Rate seconds, staggered.
+	Rate float64 `json:"rate"`
+	// Size is the request and the response size in bytes (1..65507).
+	Size    int    `json:"size"`
+	Pattern string `json:"pattern"`
+	// Nagle leaves Nagle's algorithm on for the client's sockets (NoDelay in
+	// the result is its inverse); ServerNagle asks the reflector to do the same
+	// for its side.
+	Nagle       bool     `json:"-"`
+	NoDelay     bool     `json:"nodelay"`
+	ServerNagle bool     `json:"server_nagle"`
+	Duration    Duration `json:"duration"`
+	// Timeout bounds one request (default 5s) and one connection setup.
+	Timeout       Duration `json:"timeout"`
+	Authenticated bool     `json:"authenticated"`
+	Key           []byte   `json:"-"`
+	Force         bool     `json:"-"`
+}
+
+// TCPResult is the outcome of a TCP request/response run.
+type TCPResult struct {
+	Meta
+	Config TCPConfig `json:"config"`
+	// RTT is request latency from the intended send time (see docs/probe.md:
+	// a reply that delays later requests is charged to them).
+	RTT         Percentiles `json:"rtt_us"`
+	Connections int         `json:"connections"`
+	Requests    int64       `json:"requests"`
+	Errors      int64       `json:"errors"`
+	// ErrorSample is the first error seen, when Errors > 0.
+	ErrorSample string      `json:"error_sample,omitempty"`
+	Connect     Percentiles `json:"connect_us"`
+	// SendLag is how late requests left against the schedule, µs.
+	SendLag    Percentiles       `json:"send_lag_us"`
+	Histograms map[string]string `json:"histograms"`
+}
+
+func (c *TCPConfig) normalize() error {
+	if c.Connections == 0 {
+		c.Connections = 1
+	}
+	if c.Rate == 0 {
+		c.Rate = 10 * float64(c.Connections)
+	}
+	if c.Size == 0 {
+		c.Size = 64
+	}
+	if c.Pattern == "" {
+		c.Pattern = PatternRR
+	}
+	if c.Duration == 0 {
+		c.Duration = Duration(10 * time.Second)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = Duration(5 * time.Second)
+	}
+	c.NoDelay = !c.Nagle
+	c.Authenticated = len(c.Key) > 0
+	switch {
+	case c.Connections < 1 || c.Connections > MaxConnections:
+		return fmt.Errorf("connections %d: must be 1..%d", c.Connections, MaxConnections)
+	case c.Rate <= 0 || c.Rate > 10_000_000:
+		return fmt.Errorf("rate %g/s: must be above 0 and at most 10000000/s", c.Rate)
+	case c.Size < 1 || c.Size > MaxMessage:
+		return fmt.Errorf("size %d: must be 1..%d bytes", c.Size, MaxMessage)
+	case c.Pattern != PatternRR && c.Pattern != PatternWriteWriteRead:
+		return fmt.Errorf("pattern %q: must be %s or %s", c.Pattern, PatternRR, PatternWriteWriteRead)
+	case c.Pattern == PatternWriteWriteRead && c.Size < 2:
+		return fmt.Errorf("size %d: write-write-read needs at least 2 bytes", c.Size)
+	case c.Timeout < 0 || time.Duration(c.Timeout) > time.Minute:
+		return fmt.Errorf("timeout %s: must be at most 1m", time.Duration(c.Timeout))
+	}
+	if err := checkDuration("duration", time.Duration(c.Duration), c.Force); err != nil {
+		return err
+	}
+	if lo, hi, ok := localPortRange(); ok && c.Connections > hi-lo+1 {
+		return fmt.Errorf("connections %d: at most %d to one reflector from one source address (net.ipv4.ip_local_port_range %d-%d)", c.Connections, hi-lo+1, lo, hi)
+	}
+	return nil
+}
+
+func localPortRange() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	return lo, hi, err1 == nil && err2 == nil && hi >= lo
+}
+
+// dialHello connects, sends the hello (plus extra bytes in the same write) and,
+// unless skipStatus, reads the reflector's status. It turns the reflector's
+// silence (wrong key) and its refusals into clear errors.
+func dialHello(ctx context.Context, d *net.Dialer, target string, h *hello, m *mac, timeout time.Duration) (net.Conn, uint64, error) {
+	conn, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		return nil, 0, dialError(target, err)
+	}
+	var hb [helloLen + macLen]byte
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write(encodeHello(hb[:], h, m)); err != nil {
+		conn.Close()
+		return nil, 0, fmt.Errorf("tcp %s: send hello: %w", target, err)
+	}
+	var sb [statusLen]byte
+	if _, err := io.ReadFull(conn, sb[:]); err != nil {
+		conn.Close()
+		return nil, 0, noReply(target, err)
+	}
+	code, value, err := decodeStatus(sb[:])
+	if err != nil {
+		conn.Close()
+		return nil, 0, fmt.Errorf("tcp %s: not a lowlat reflector (%v)", target, err)
+	}
+	if code != 0 {
+		conn.Close()
+		return nil, 0, &RefusedError{Code: int(code), Limit: value}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, value, nil
+}
+
+// noReply explains a connection the reflector closed or never answered on.
+func noReply(target string, err error) error {
+	var ne net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || (errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("tcp %s: %w", target, ErrNoReplies)
+	}
+	return fmt.Errorf("tcp %s: %w", target, err)
+}
+
+func dialError(target string, err error) error {
+	switch {
+	case isConnRefused(err):
+		return fmt.Errorf("tcp %s: connection refused (is a reflector listening there?)", target)
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+		return fmt.Errorf("tcp %s: out of file descriptors: %w", target, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("tcp %s: connect timed out: unreachable", target)
+	}
+	return fmt.Errorf("tcp %s: %w", target, err)
+}
+
+// histShards is how many histograms connections record into; hdrhistogram is
+// not goroutine-safe and one per connection would cost 270 KB each.
+const histShards = 16
+
+type shardedHist struct {
+	mu [histShards]sync.Mutex
+	h  [histShards]*hdrhistogram.Histogram
+}
+
+func newShardedHist() *shardedHist {
+	s := &shardedHist{}
+	for i := range s.h {
+		s.h[i] = newHist()
+	}
+	return s
+}
+
+func (s *shardedHist) record(shard int, ns int64) {
+	i := shard % histShards
+	s.mu[i].Lock()
+	record(s.h[i], ns)
+	s.mu[i].Unlock()
+}
+
+func (s *shardedHist) merged() *hdrhistogram.Histogram {
+	out := newHist()
+	for i := range s.h {
+		s.mu[i].Lock()
+		out.Merge(s.h[i])
+		s.mu[i].Unlock()
+	}
+	return out
+}
+
+// dialAll opens n connections with up to 64 dials in flight. Dialing goroutines
+// join the caller's network namespace first, so a caller locked into one gets
+// its connections there.
+func dialAll(ctx context.Context, n int, dial func(ctx context.Context, i int) error) error {
+	nsfd := netnsFD()
+	defer closeFD(nsfd)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	workers := min(n, 64)
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			if err := joinNetns(nsfd); err != nil {
+				errOnce.Do(func() { first = err; cancel() })
+				return
+			}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := dial(ctx, i); err != nil {
+					errOnce.Do(func() {
+						first = err
+						if n > 1 {
+							first = fmt.Errorf("connection %d of %d: %w", i+1, n, err)
+						}
+						cancel()
+					})
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return first
+}
+
+// schedule gives connection conn's k-th intended send time: connections are
+// staggered by 1/rate and each repeats every conns/rate, so the whole run sends
+// at a constant rate (wrk2's constant-throughput schedule).
+func schedule(start time.Time, conn, conns int, rate float64, k int64) time.Time {
+	period := float64(conns) / rate * 1e9
+	phase := float64(conn) / rate * 1e9
+	return start.Add(time.Duration(phase + float64(k)*period))
+}
+
+// latencyFrom is the time a request's latency is measured from. When the
+// previous reply arrived after this request's intended time, the reply held
+// the request back, so the wait is charged to it (coordinated omission). When
+// the connection was idle and only our own timer woke late, the request is
+// measured from when it really left: the client's wake-up slop is not the
+// server's latency (it is reported separately as send lag).
+func latencyFrom(intended, prevDone, sent time.Time) time.Time {
+	if prevDone.After(intended) {
+		return intended
+	}
+	return sent
+}
+
+// TCP runs request/response over persistent connections on a constant-rate
+// schedule and reports latency percentiles.
+func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if err := ensureFiles(cfg.Connections, "connections"); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	m := newMAC(cfg.Key)
+	timeout := time.Duration(cfg.Timeout)
+	conns := make([]net.Conn, cfg.Connections)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	connectH := newShardedHist()
+	var idleTimeout atomic.Uint64
+	d := &net.Dialer{Timeout: timeout}
+	flags := uint8(0)
+	if cfg.ServerNagle {
+		flags |= flagServerNagle
+	}
+	err := dialAll(ctx, cfg.Connections, func(ctx context.Context, i int) error {
+		t := time.Now()
+		h := hello{Mode: modeRR, Flags: flags, ReqSize: uint32(cfg.Size), RespSize: uint32(cfg.Size), Nonce: randUint64(), Duration: int64(cfg.Duration)}
+		c, idle, err := dialHello(ctx, d, cfg.Target, &h, m, timeout)
+		if err != nil {
+			return err
+		}
+		connectH.record(i, int64(time.Since(t)))
+		idleTimeout.Store(idle)
+		if tc, ok := c.(*net.TCPConn); ok {
+			if err := tc.SetNoDelay(cfg.NoDelay); err != nil {
+				c.Close()
+				return fmt.Errorf("set TCP_NODELAY: %w", err)
+			}
+		}
+		conns[i] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	perConn := time.Duration(float64(cfg.Connections) / cfg.Rate * 1e9)
+	if idle := time.Duration(idleTimeout.Load()); idle > 0 && perConn >= idle {
+		return nil, fmt.Errorf("rate %g/s over %d connections sends on each every %s: the reflector closes connections idle for %s; raise --rate", cfg.Rate, cfg.Connections, perConn, idle)
+	}
+
+	rtt := newShardedHist()
+	lag := newShardedHist()
+	var (
+		requests, errs atomic.Int64
+		errOnce        sync.Once
+		errSample      string
+		wg             sync.WaitGroup
+	)
+	runStart := time.Now().Add(20 * time.Millisecond)
+	end := runStart.Add(time.Duration(cfg.Duration))
+	half := cfg.Size / 2
+	wg.Add(cfg.Connections)
+	for i, c := range conns {
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, cfg.Size)
+			var prevDone time.Time
+			for k := int64(0); ; k++ {
+				intended := schedule(runStart, i, cfg.Connections, cfg.Rate, k)
+				if !intended.Before(end) {
+					return
+				}
+				if w := time.Until(intended); w > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(w):
+					}
+				} else if ctx.Err() != nil {
+					return
+				}
+				sent := time.Now()
+				_ = c.SetDeadline(sent.Add(timeout))
+				var err error
+				if cfg.Pattern == PatternWriteWriteRead {
+					if _, err = c.Write(buf[:half]); err == nil {
+						_, err = c.Write(buf[half:])
+					}
+				} else {
+					_, err = c.Write(buf)
+				}
+				if err == nil {
+					_, err = io.ReadFull(c, buf)
+				}
+				done := time.Now()
+				if err != nil {
+					errs.Add(1)
+					errOnce.Do(func() { errSample = err.Error() })
+					return // the stream is out of step; this connection is done
+				}
+				requests.Add(1)
+				lag.record(i, int64(sent.Sub(intended)))
+				rtt.record(i, int64(done.Sub(latencyFrom(intended, prevDone, sent))))
+				prevDone = done
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if requests.Load() == 0 {
+		return nil, fmt.Errorf("tcp %s: no request answered (%s)", cfg.Target, errSample)
+	}
+	merged := rtt.merged()
+	connected := 0
+	for _, c := range conns {
+		if c != nil {
+			connected++
+		}
+	}
+	return &TCPResult{
+		Meta:        newMeta("tcp", cfg.Target, start),
+		Config:      cfg,
+		RTT:         summarize(merged),
+		Connections: connected,
+		Requests:    requests.Load(),
+		Errors:      errs.Load(),
+		ErrorSample: errSample,
+		Connect:     summarize(connectH.merged()),
+		SendLag:     summarize(lag.merged()),
+		Histograms:  map[string]string{"rtt_ns": encodeHist(merged)},
+	}, nil
+}

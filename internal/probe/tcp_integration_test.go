@@ -1,0 +1,192 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestIntegrationTCPRR(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{})
+	res, err := TCP(testCtx(t, 30*time.Second), TCPConfig{Target: r.Addr(), Connections: 4, Rate: 400, Duration: Duration(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Connections != 4 || res.Errors != 0 {
+		t.Errorf("connections %d errors %d (%s)", res.Connections, res.Errors, res.ErrorSample)
+	}
+	// 400/s for 1 s, give or take the one in flight at the end.
+	if res.Requests < 390 || res.Requests > 400 {
+		t.Errorf("requests = %d, want ~400", res.Requests)
+	}
+	if res.RTT.P50 <= 0 || res.RTT.P50 > 5000 {
+		t.Errorf("loopback rr p50 = %.1f µs", res.RTT.P50)
+	}
+	if st := r.Stats(); st.TCPBytesIn != res.Requests*64 || st.TCPBytesOut != res.Requests*64 {
+		t.Errorf("reflector bytes in/out %d/%d for %d requests of 64 B", st.TCPBytesIn, st.TCPBytesOut, res.Requests)
+	}
+	t.Logf("rtt %+v lag %+v", res.RTT, res.SendLag)
+}
+
+// The runbook 001 stall: a request written in two parts on a socket with Nagle
+// on waits for the delayed ACK of the first part (~40 ms on Linux).
+func TestIntegrationTCPNagle(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{})
+	run := func(nagle bool) *TCPResult {
+		res, err := TCP(testCtx(t, 30*time.Second), TCPConfig{Target: r.Addr(), Connections: 1, Rate: 20, Size: 200,
+			Pattern: PatternWriteWriteRead, Nagle: nagle, Duration: Duration(2 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	off := run(true)
+	on := run(false)
+	t.Logf("nodelay=false p50 %.0f µs; nodelay=true p50 %.0f µs", off.RTT.P50, on.RTT.P50)
+	if off.RTT.P50 < 30_000 {
+		t.Errorf("nodelay=false: p50 %.1f ms, want >= 30 ms (Nagle + delayed ACK)", off.RTT.P50/1000)
+	}
+	if on.RTT.P50 >= 5_000 {
+		t.Errorf("nodelay=true: p50 %.1f ms, want < 5 ms", on.RTT.P50/1000)
+	}
+	if off.Config.NoDelay || !on.Config.NoDelay {
+		t.Errorf("config nodelay recorded wrong: %v %v", off.Config.NoDelay, on.Config.NoDelay)
+	}
+}
+
+func TestIntegrationTCPRefusedPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	_, err = TCP(testCtx(t, 10*time.Second), TCPConfig{Target: addr, Duration: Duration(time.Second)})
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v, want connection refused", err)
+	}
+	_, err = UDP(testCtx(t, 10*time.Second), UDPConfig{Target: addr, Duration: Duration(time.Second)})
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("udp err = %v, want connection refused", err)
+	}
+}
+
+func TestIntegrationCapacity(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{MaxClients: 2})
+	_, err := TCP(testCtx(t, 10*time.Second), TCPConfig{Target: r.Addr(), Connections: 3, Rate: 30, Duration: Duration(time.Second)})
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Code != refuseCapacity || !strings.Contains(err.Error(), "at capacity (max-clients 2)") {
+		t.Fatalf("tcp err = %v, want at-capacity refusal", err)
+	}
+	// Fill both slots with TCP, then a UDP session must be refused too.
+	done := make(chan error, 1)
+	go func() {
+		_, err := TCP(testCtx(t, 10*time.Second), TCPConfig{Target: r.Addr(), Connections: 2, Rate: 20, Duration: Duration(2 * time.Second)})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Stats().Clients < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err = UDP(testCtx(t, 10*time.Second), UDPConfig{Target: r.Addr(), Duration: Duration(time.Second)})
+	if !errors.As(err, &re) || re.Code != refuseCapacity {
+		t.Fatalf("udp err = %v, want at-capacity refusal", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the two admitted connections: %v", err)
+	}
+}
+
+// Ten thousand persistent connections at 1 request/s each. The reflector runs
+// in a child process (this test binary re-executed) so that each process holds
+// 10,000 sockets: RLIMIT_NOFILE's hard limit may be 20,000 and, without
+// CAP_SYS_RESOURCE, cannot be raised.
+func TestIntegrationTCP10kConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const n = 10_000
+	if err := ensureFiles(n, "connections"); err != nil {
+		t.Fatalf("RLIMIT_NOFILE too low for the test: %v", err)
+	}
+	addr := startChildReflector(t)
+	start := time.Now()
+	res, err := TCP(testCtx(t, 60*time.Second), TCPConfig{Target: addr, Connections: n, Rate: n, Duration: Duration(3 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d connections, %d requests, %d errors, rtt %+v, connect %+v", time.Since(start), res.Connections, res.Requests, res.Errors, res.RTT, res.Connect)
+	if res.Connections != n {
+		t.Errorf("connections = %d, want %d", res.Connections, n)
+	}
+	if res.Errors != 0 {
+		t.Errorf("errors = %d (%s)", res.Errors, res.ErrorSample)
+	}
+	// Three rounds of one request per connection.
+	if res.Requests != 3*n {
+		t.Errorf("requests = %d, want %d", res.Requests, 3*n)
+	}
+}
+
+// startChildReflector re-executes the test binary as a reflector on a free
+// loopback port and returns its address; the child exits when its stdin closes.
+func startChildReflector(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReflector$")
+	cmd.Env = append(os.Environ(), "LOWLAT_TEST_REFLECTOR=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("child reflector: %v", err)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+}
+
+// TestHelperReflector is the child process of startChildReflector.
+func TestHelperReflector(t *testing.T) {
+	if os.Getenv("LOWLAT_TEST_REFLECTOR") != "1" {
+		t.Skip("helper process only")
+	}
+	r := NewReflector(ReflectorConfig{MinInterval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := r.Listen(ctx, "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("ADDR %s\n", r.Addr())
+	go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
+	go func() { time.Sleep(5 * time.Minute); cancel() }()
+	if err := r.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
