@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +30,11 @@ func TestIntegrationTCPRR(t *testing.T) {
 	if res.RTT.P50 <= 0 || res.RTT.P50 > 5000 {
 		t.Errorf("loopback rr p50 = %.1f µs", res.RTT.P50)
 	}
-	if st := r.Stats(); st.TCPBytesIn != res.Requests*64 || st.TCPBytesOut != res.Requests*64 {
+	st := r.Stats()
+	for deadline := time.Now().Add(2 * time.Second); st.TCPBytesOut != res.Requests*64 && time.Now().Before(deadline); st = r.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.TCPBytesIn != res.Requests*64 || st.TCPBytesOut != res.Requests*64 {
 		t.Errorf("reflector bytes in/out %d/%d for %d requests of 64 B", st.TCPBytesIn, st.TCPBytesOut, res.Requests)
 	}
 	t.Logf("rtt %+v lag %+v", res.RTT, res.SendLag)
@@ -188,5 +192,66 @@ func TestHelperReflector(t *testing.T) {
 	go func() { time.Sleep(5 * time.Minute); cancel() }()
 	if err := r.Serve(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestIntegrationCRRBytesExact(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{})
+	const count = 20
+	res, err := CRR(testCtx(t, 30*time.Second), CRRConfig{Target: r.Addr(), Request: 1000, Response: 300000, Count: count, Duration: Duration(20 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Transactions != count || res.Errors != 0 {
+		t.Fatalf("transactions %d errors %d (%s)", res.Transactions, res.Errors, res.ErrorSample)
+	}
+	if res.BytesSent != count*1000 || res.BytesReceived != count*300000 {
+		t.Errorf("client counted %d sent / %d received, want %d / %d", res.BytesSent, res.BytesReceived, count*1000, count*300000)
+	}
+	// The reflector counts after each write returns: let it catch up.
+	st := r.Stats()
+	for deadline := time.Now().Add(2 * time.Second); st.TCPBytesOut != count*300000 && time.Now().Before(deadline); st = r.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.TCPBytesIn != count*1000 || st.TCPBytesOut != count*300000 {
+		t.Errorf("reflector counted %d in / %d out, want %d / %d", st.TCPBytesIn, st.TCPBytesOut, count*1000, count*300000)
+	}
+	if !(res.Connect.P50 <= res.FirstByte.P50 && res.FirstByte.P50 <= res.LastByte.P50) || res.TransactionsPerSec <= 0 {
+		t.Errorf("connect %v first %v last %v tps %v", res.Connect.P50, res.FirstByte.P50, res.LastByte.P50, res.TransactionsPerSec)
+	}
+	// Odd sizes, including the smallest possible.
+	for _, sz := range [][2]int{{40, 16}, {41, 17}, {65536 + 7, 1<<20 + 3}} {
+		res, err := CRR(testCtx(t, 30*time.Second), CRRConfig{Target: r.Addr(), Request: sz[0], Response: sz[1], Count: 3, Duration: Duration(10 * time.Second)})
+		if err != nil {
+			t.Fatalf("%v: %v", sz, err)
+		}
+		if res.BytesSent != 3*int64(sz[0]) || res.BytesReceived != 3*int64(sz[1]) {
+			t.Errorf("%v: sent %d received %d", sz, res.BytesSent, res.BytesReceived)
+		}
+	}
+}
+
+func TestIntegrationLoad(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{})
+	res, err := Load(testCtx(t, 30*time.Second), LoadConfig{Target: r.Addr(), Flows: 2, Idle: Duration(time.Second), Duration: Duration(2 * time.Second), Interval: Duration(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("idle p50 %.0f µs loaded p50 %.0f µs increase %.3f ms grade %s rpm %.0f goodput %+v; %s", res.IdleRTT.P50, res.LoadedRTT.P50, res.Increase, res.Grade, res.RPM, res.Goodput, res.Diagnosis)
+	if res.IdleRTT.Count < 90 || res.LoadedRTT.Count < 150 {
+		t.Errorf("probe counts idle %d loaded %d", res.IdleRTT.Count, res.LoadedRTT.Count)
+	}
+	if res.Goodput.Up <= 0 || res.Goodput.Down <= 0 {
+		t.Errorf("goodput %+v: both directions should carry data", res.Goodput)
+	}
+	if res.Grade != Grade(res.Increase) || res.RPM <= 0 {
+		t.Errorf("grade %q for %.3f ms, rpm %v", res.Grade, res.Increase, res.RPM)
+	}
+	if st := r.Stats(); st.Clients != 0 {
+		// Flows end with the run; the reflector sees them go.
+		time.Sleep(time.Second)
+		if st = r.Stats(); st.Clients > 2 { // the two UDP sessions linger until closed
+			t.Errorf("reflector still has %d clients after the run", st.Clients)
+		}
 	}
 }

@@ -1,0 +1,245 @@
+package probe
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LoadConfig is one latency-under-load run (flent RRUL's idea): a UDP probe on
+// an idle path, then the same probe while Flows TCP flows per direction fill it.
+type LoadConfig struct {
+	Target   string `json:"target"`
+	Upload   bool   `json:"upload"`
+	Download bool   `json:"download"`
+	// Flows is the number of TCP flows per direction.
+	Flows    int      `json:"flows"`
+	Duration Duration `json:"duration"` // loaded phase
+	Idle     Duration `json:"idle"`     // idle phase before it
+	// Interval and Size are the UDP probe's.
+	Interval      Duration `json:"interval"`
+	Size          int      `json:"size"`
+	Authenticated bool     `json:"authenticated"`
+	Key           []byte   `json:"-"`
+	Force         bool     `json:"-"`
+}
+
+// LoadResult is the outcome of a load run.
+type LoadResult struct {
+	Meta
+	Config    LoadConfig  `json:"config"`
+	IdleRTT   Percentiles `json:"idle_rtt_us"`
+	LoadedRTT Percentiles `json:"loaded_rtt_us"`
+	// Increase is loaded p50 − idle p50, ms.
+	Increase float64 `json:"increase_ms"`
+	// Grade rates the increase: A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, else F.
+	Grade string `json:"grade"`
+	// RPM is round trips per minute under load: 60000 / the loaded RTT's
+	// trimmed mean (slowest 5 % dropped) in ms.
+	RPM     float64 `json:"rpm"`
+	Goodput Goodput `json:"goodput_mbps"`
+	// IdleLoss and LoadedLoss are the UDP probes' loss in each phase.
+	IdleLoss   Loss `json:"idle_loss"`
+	LoadedLoss Loss `json:"loaded_loss"`
+	// Diagnosis names what the figures show, e.g. a bloated buffer.
+	Diagnosis  string            `json:"diagnosis"`
+	Histograms map[string]string `json:"histograms"`
+}
+
+// Goodput in Mbit/s, per direction: upload counted by the reflector (what
+// arrived), download by the client.
+type Goodput struct {
+	Up   float64 `json:"up"`
+	Down float64 `json:"down"`
+}
+
+func (c *LoadConfig) normalize() error {
+	if !c.Upload && !c.Download {
+		c.Upload, c.Download = true, true
+	}
+	if c.Flows == 0 {
+		c.Flows = 4
+	}
+	if c.Duration == 0 {
+		c.Duration = Duration(20 * time.Second)
+	}
+	if c.Idle == 0 {
+		c.Idle = Duration(5 * time.Second)
+	}
+	if c.Interval == 0 {
+		c.Interval = Duration(20 * time.Millisecond)
+	}
+	c.Authenticated = len(c.Key) > 0
+	switch {
+	case c.Flows < 1 || c.Flows > 256:
+		return fmt.Errorf("flows %d: must be 1..256", c.Flows)
+	case time.Duration(c.Idle) < time.Duration(c.Interval):
+		return fmt.Errorf("idle %s: shorter than the interval %s", time.Duration(c.Idle), time.Duration(c.Interval))
+	}
+	if err := checkDuration("duration", time.Duration(c.Duration)+time.Duration(c.Idle), c.Force); err != nil {
+		return err
+	}
+	probe := UDPConfig{Target: c.Target, Interval: c.Interval, Duration: c.Duration, Size: c.Size, Key: c.Key, Force: c.Force}
+	return probe.normalize()
+}
+
+// Grade maps a latency increase under load (ms) to the DSLReports bands.
+func Grade(increaseMS float64) string {
+	switch {
+	case increaseMS < 5:
+		return "A+"
+	case increaseMS < 30:
+		return "A"
+	case increaseMS < 60:
+		return "B"
+	case increaseMS < 200:
+		return "C"
+	case increaseMS < 400:
+		return "D"
+	}
+	return "F"
+}
+
+// diagnose names the pattern runbook 003 is about: latency climbs under load
+// while nothing is lost, so a buffer somewhere delays instead of dropping.
+func diagnose(increaseMS float64, loaded Loss) string {
+	lost := loaded.Up + loaded.Down
+	switch {
+	case increaseMS >= 200 && lost == 0:
+		return fmt.Sprintf("bufferbloat: latency rises %.0f ms under load with no loss; a queue on the path delays instead of dropping (shape below the bottleneck rate, or use BBR)", increaseMS)
+	case increaseMS >= 60:
+		return fmt.Sprintf("latency rises %.0f ms under load", increaseMS)
+	}
+	return "latency holds under load"
+}
+
+// Load measures idle latency, then latency while TCP flows saturate the path.
+// Everything is bounded: the flows end with the loaded phase.
+func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	probe := UDPConfig{Target: cfg.Target, Interval: cfg.Interval, Duration: cfg.Idle, Size: cfg.Size, Key: cfg.Key, Force: cfg.Force}
+	idle, err := UDP(ctx, probe)
+	if err != nil {
+		return nil, fmt.Errorf("idle phase: %w", err)
+	}
+
+	// Flows run a little longer than the loaded probe so it sees load only.
+	const ramp = 500 * time.Millisecond
+	flowDur := ramp + time.Duration(cfg.Duration) + 300*time.Millisecond
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := newMAC(cfg.Key)
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	type flow struct {
+		c    net.Conn
+		mode uint8
+	}
+	var flows []flow
+	defer func() {
+		for _, f := range flows {
+			f.c.Close()
+		}
+	}()
+	for _, mode := range []uint8{modeSink, modeSource} {
+		if (mode == modeSink && !cfg.Upload) || (mode == modeSource && !cfg.Download) {
+			continue
+		}
+		for range cfg.Flows {
+			h := hello{Mode: mode, Nonce: randUint64(), Duration: int64(flowDur)}
+			c, _, err := dialHello(ctx, d, cfg.Target, &h, m, 5*time.Second)
+			if err != nil {
+				return nil, fmt.Errorf("load flow: %w", err)
+			}
+			flows = append(flows, flow{c, mode})
+		}
+	}
+	var (
+		up, down atomic.Int64
+		wg       sync.WaitGroup
+	)
+	flowStart := time.Now()
+	stopAt := flowStart.Add(flowDur)
+	for _, f := range flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64<<10)
+			if f.mode == modeSink {
+				_ = f.c.SetWriteDeadline(stopAt)
+				for fctx.Err() == nil && time.Now().Before(stopAt) {
+					if _, err := f.c.Write(buf); err != nil {
+						break
+					}
+				}
+				// Half-close; the reflector answers with what it received.
+				if tc, ok := f.c.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				_ = f.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				var sb [statusLen]byte
+				if _, err := io.ReadFull(f.c, sb[:]); err == nil {
+					up.Add(int64(binary.BigEndian.Uint64(sb[8:])))
+				}
+				return
+			}
+			_ = f.c.SetReadDeadline(stopAt)
+			for fctx.Err() == nil {
+				n, err := f.c.Read(buf)
+				if time.Now().Before(stopAt) {
+					down.Add(int64(n))
+				}
+				if err != nil {
+					break
+				}
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(ramp):
+	}
+	probe.Duration = cfg.Duration
+	loaded, err := UDP(ctx, probe)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return nil, fmt.Errorf("loaded phase: %w", err)
+	}
+	wg.Wait()
+	// Both directions stop counting at stopAt.
+	flowTime := min(time.Since(flowStart), flowDur).Seconds()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	loadedH, _ := DecodeHistogram(loaded.Histograms["rtt_ns"])
+	res := &LoadResult{
+		Meta:       newMeta("load", cfg.Target, start),
+		Config:     cfg,
+		IdleRTT:    idle.RTT,
+		LoadedRTT:  loaded.RTT,
+		Increase:   round3((loaded.RTT.P50 - idle.RTT.P50) / 1000),
+		IdleLoss:   idle.Loss,
+		LoadedLoss: loaded.Loss,
+		Histograms: map[string]string{"idle_rtt_ns": idle.Histograms["rtt_ns"], "loaded_rtt_ns": loaded.Histograms["rtt_ns"]},
+	}
+	res.Grade = Grade(res.Increase)
+	if loadedH != nil {
+		if tm := trimmedMean(loadedH, 95); tm > 0 {
+			res.RPM = round3(60000 / (tm / 1e6))
+		}
+	}
+	if flowTime > 0 {
+		res.Goodput.Up = round3(float64(up.Load()) * 8 / 1e6 / flowTime)
+		res.Goodput.Down = round3(float64(down.Load()) * 8 / 1e6 / flowTime)
+	}
+	res.Diagnosis = diagnose(res.Increase, res.LoadedLoss)
+	return res, nil
+}
