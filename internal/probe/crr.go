@@ -86,7 +86,7 @@ func (c *CRRConfig) normalize() error {
 // namespace) and reports connect, first-byte and last-byte times.
 func CRR(ctx context.Context, cfg CRRConfig) (*CRRResult, error) {
 	if err := cfg.normalize(); err != nil {
-		return nil, err
+		return nil, configErr(err)
 	}
 	start := time.Now()
 	m := newMAC(cfg.Key)

@@ -122,7 +122,7 @@ func diagnose(increaseMS float64, loaded Loss) string {
 // Everything is bounded: the flows end with the loaded phase.
 func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if err := cfg.normalize(); err != nil {
-		return nil, err
+		return nil, configErr(err)
 	}
 	start := time.Now()
 	probe := UDPConfig{Target: cfg.Target, Interval: cfg.Interval, Duration: cfg.Idle, Size: cfg.Size, Key: cfg.Key, Force: cfg.Force}

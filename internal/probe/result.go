@@ -101,3 +101,17 @@ func checkDuration(what string, d time.Duration, force bool) error {
 	}
 	return nil
 }
+
+// ConfigError is a configuration the probe refuses before touching the network
+// (absurd or out-of-range parameters). The CLI reports it as a usage error.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ConfigError{err}
+}

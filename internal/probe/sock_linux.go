@@ -345,3 +345,8 @@ func (s *udpSock) recv(b, oob []byte) (n, oobn int, err error) {
 }
 
 func (s *udpSock) close() { unix.Close(s.fd) }
+
+// RaiseFileLimit lets the process hold n more descriptors (soft RLIMIT_NOFILE
+// up to the hard limit, or beyond when privileged). The error says how many are
+// possible.
+func RaiseFileLimit(n int) error { return ensureFiles(n, "clients") }

@@ -44,3 +44,6 @@ func (s *udpSock) setDSCP(dscp int) error               { return errNotSupported
 func (s *udpSock) send(b []byte) error                  { return errNotSupported }
 func (s *udpSock) recv(b, oob []byte) (int, int, error) { return 0, 0, errNotSupported }
 func (s *udpSock) close()                               {}
+
+// RaiseFileLimit is a no-op here.
+func RaiseFileLimit(n int) error { return nil }

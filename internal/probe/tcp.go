@@ -286,7 +286,7 @@ func latencyFrom(intended, prevDone, sent time.Time) time.Time {
 // schedule and reports latency percentiles.
 func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	if err := cfg.normalize(); err != nil {
-		return nil, err
+		return nil, configErr(err)
 	}
 	if err := ensureFiles(cfg.Connections, "connections"); err != nil {
 		return nil, err

@@ -206,7 +206,7 @@ type txSlot struct {
 // Sockets are created on the calling goroutine's thread.
 func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 	if err := cfg.normalize(); err != nil {
-		return nil, err
+		return nil, configErr(err)
 	}
 	start := time.Now()
 	c, err := openUDP(ctx, &cfg)

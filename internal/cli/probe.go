@@ -1,0 +1,509 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/probe"
+	"github.com/lowlat/lowlat/internal/report"
+)
+
+func init() {
+	register(&command{name: "probe", summary: "measure latency against a lowlat reflector (udp, tcp, crr, load, compare)", order: 60, run: runProbe})
+}
+
+const probeUsage = `Usage: lowlat probe <kind> [flags] HOST:PORT
+
+Kinds:
+  udp      isochronous UDP probe: RTT, jitter, IPDV, PDV, loss up/down, duplicates, reordering
+  tcp      request/response over N persistent connections at a constant rate (HDR percentiles)
+  crr      connect + request + response + close per transaction (netperf TCP_CRR)
+  load     latency under load: idle RTT, then RTT while TCP flows saturate the path
+  compare  BEFORE.json AFTER.json: every metric side by side with the change
+
+The other end runs 'lowlat reflector'. Run 'lowlat probe <kind> --help' for flags.
+`
+
+func runProbe(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, probeUsage)
+		return &ExitError{Code: 2}
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(env.Stdout, probeUsage)
+		return nil
+	case "udp":
+		return probeUDP(ctx, env, args[1:])
+	case "tcp":
+		return probeTCP(ctx, env, args[1:])
+	case "crr":
+		return probeCRR(ctx, env, args[1:])
+	case "load":
+		return probeLoad(ctx, env, args[1:])
+	case "compare":
+		return probeCompare(ctx, env, args[1:])
+	}
+	return &ExitError{Code: 2, Err: fmt.Errorf("probe: unknown kind %q (udp, tcp, crr, load, compare)", args[0])}
+}
+
+// outFlags are the flags every measuring probe shares.
+type outFlags struct {
+	json    *bool
+	out     *string
+	key     *string
+	keyFile *string
+	force   *bool
+}
+
+func addOutFlags(fs *flag.FlagSet) *outFlags {
+	return &outFlags{
+		json:    fs.Bool("json", false, "print the result as JSON"),
+		out:     fs.String("o", "", "also write the JSON result to `FILE` (written whole or not at all)"),
+		key:     fs.String("key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)"),
+		keyFile: fs.String("key-file", "", "read the shared HMAC key from `FILE`"),
+		force:   fs.Bool("force", false, "allow runs longer than 24h"),
+	}
+}
+
+// readKey resolves the shared key: --key, then --key-file, then $LOWLAT_KEY.
+func readKey(env *Env, key, keyFile string) ([]byte, error) {
+	switch {
+	case key != "" && keyFile != "":
+		return nil, &ExitError{Code: 2, Err: errors.New("--key and --key-file: give one")}
+	case key != "":
+		return []byte(key), nil
+	case keyFile != "":
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("read key: %w", err)
+		}
+		k := strings.TrimRight(string(b), "\r\n")
+		if k == "" {
+			return nil, fmt.Errorf("read key: %s is empty", keyFile)
+		}
+		return []byte(k), nil
+	}
+	if env.Getenv != nil {
+		if k := env.Getenv("LOWLAT_KEY"); k != "" {
+			return []byte(k), nil
+		}
+	}
+	return nil, nil
+}
+
+// probeErr maps library errors: refused configurations are usage errors.
+func probeErr(kind string, err error) error {
+	var ce *probe.ConfigError
+	if errors.As(err, &ce) {
+		return &ExitError{Code: 2, Err: fmt.Errorf("probe %s: %v", kind, ce.Err)}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &ExitError{Code: 130, Err: fmt.Errorf("probe %s: interrupted; no result written", kind)}
+	}
+	return fmt.Errorf("probe %s: %w", kind, err)
+}
+
+// emit writes a finished result: JSON to -o FILE (atomically) and to stdout
+// with --json, else the human summary.
+func emit(env *Env, of *outFlags, v any, human func(io.Writer) error) error {
+	if *of.out != "" {
+		if err := writeFileAtomic(*of.out, v); err != nil {
+			return err
+		}
+	}
+	if *of.json {
+		return report.JSON(env.Stdout, v)
+	}
+	return human(env.Stdout)
+}
+
+// writeFileAtomic writes JSON to a temporary file in the same directory and
+// renames it into place, so FILE is either the whole result or untouched.
+func writeFileAtomic(path string, v any) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := report.JSON(f, v); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// parseDSCP reads EF, CS0..CS7, AF11..AF43, VA or a number 0..63.
+func parseDSCP(s string) (int, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	switch {
+	case u == "" || u == "0":
+		return 0, nil
+	case u == "EF":
+		return 46, nil
+	case u == "VA":
+		return 44, nil
+	case len(u) == 3 && strings.HasPrefix(u, "CS") && u[2] >= '0' && u[2] <= '7':
+		return int(u[2]-'0') * 8, nil
+	case len(u) == 4 && strings.HasPrefix(u, "AF") && u[2] >= '1' && u[2] <= '4' && u[3] >= '1' && u[3] <= '3':
+		return int(u[2]-'0')*8 + int(u[3]-'0')*2, nil
+	}
+	n, err := strconv.ParseInt(s, 0, 32)
+	if err != nil || n < 0 || n > 63 {
+		return 0, fmt.Errorf("dscp %q: want EF, CS0..CS7, AF11..AF43, VA or a number 0..63", s)
+	}
+	return int(n), nil
+}
+
+// parseRate reads "100", "100/s" or "6000/m".
+func parseRate(s string) (float64, error) {
+	mult := 1.0
+	t := strings.TrimSpace(s)
+	switch {
+	case strings.HasSuffix(t, "/s"):
+		t = strings.TrimSuffix(t, "/s")
+	case strings.HasSuffix(t, "/m"):
+		t, mult = strings.TrimSuffix(t, "/m"), 1.0/60
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("rate %q: want a number per second, e.g. 100 or 100/s", s)
+	}
+	return v * mult, nil
+}
+
+func usageErr(kind string, err error) error {
+	return &ExitError{Code: 2, Err: fmt.Errorf("probe %s: %v", kind, err)}
+}
+
+// progress draws a bar on stderr for runs over two seconds on a terminal.
+func progress(env *Env, label string, total time.Duration) func() {
+	p := report.NewProgress(env.Stderr, env.TTY, label, total)
+	p.Start()
+	return p.Stop
+}
+
+func probeUDP(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "probe udp", "probe udp HOST:PORT [--interval 10ms] [--duration 10s] [--size 64] [--dscp EF] [--json] [-o FILE]")
+	interval := fs.Duration("interval", 10*time.Millisecond, "time between probes (the reflector's --min-interval is the floor)")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send probes")
+	size := fs.Int("size", 64, "UDP payload bytes (48..65507; 80 minimum with a key)")
+	dscp := fs.String("dscp", "0", "DSCP for the probes: EF, CS0..CS7, AF11..AF43 or 0..63")
+	wait := fs.Duration("wait", 0, "wait for late replies after the last probe (0: 3 × max RTT, 200ms..3s)")
+	of := addOutFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
+		return err
+	}
+	d, err := parseDSCP(*dscp)
+	if err != nil {
+		return usageErr("udp", err)
+	}
+	key, err := readKey(env, *of.key, *of.keyFile)
+	if err != nil {
+		return err
+	}
+	if *interval <= 0 {
+		return usageErr("udp", fmt.Errorf("interval %s: must be at least %s", *interval, probe.MinInterval))
+	}
+	cfg := probe.UDPConfig{Target: pos[0], Interval: probe.Duration(*interval), Duration: probe.Duration(*duration), Size: *size, DSCP: d, Wait: probe.Duration(*wait), Key: key, Force: *of.force}
+	stop := progress(env, "probe udp", *duration)
+	res, err := probe.UDP(ctx, cfg)
+	stop()
+	if err != nil {
+		return probeErr("udp", err)
+	}
+	return emit(env, of, res, func(w io.Writer) error { return humanUDP(w, env, res) })
+}
+
+func pctRow(t *report.Table, name string, p probe.Percentiles) {
+	t.AddStrings(name, fmtUS(p.Min), fmtUS(p.P50), fmtUS(p.P90), fmtUS(p.P99), fmtUS(p.P999), fmtUS(p.Max), fmtUS(p.Mean))
+}
+
+func pctTable() *report.Table {
+	return &report.Table{Header: []string{"", "min", "p50", "p90", "p99", "p99.9", "max", "mean"}}
+}
+
+// fmtUS renders microseconds with a unit that keeps three significant figures.
+func fmtUS(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fs", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.2fms", v/1e3)
+	}
+	return fmt.Sprintf("%.1fµs", v)
+}
+
+func humanUDP(w io.Writer, env *Env, r *probe.UDPResult) error {
+	fmt.Fprintf(w, "udp probe %s: %d sent, %d received, interval %s, %d B, %s timestamps\n\n",
+		r.Target, r.Sent, r.Received, time.Duration(r.Config.Interval), r.Config.Size, r.Timestamps)
+	t := pctTable()
+	pctRow(t, "rtt", r.RTT)
+	if err := t.Render(w, env.TTY); err != nil {
+		return err
+	}
+	lossStyle := report.Good
+	if r.Loss.Up+r.Loss.Down > 0 {
+		lossStyle = report.Warn
+	}
+	fmt.Fprintf(w, "\njitter %s (RFC 3550)  ipdv p50 %s p99 %s  pdv %s (p99 - min)\n", fmtUS(r.Jitter), fmtUS(r.IPDV.P50), fmtUS(r.IPDV.P99), fmtUS(r.PDV))
+	fmt.Fprintln(w, report.Paint(fmt.Sprintf("loss up %d (%.2f%%) down %d (%.2f%%)", r.Loss.Up, r.Loss.UpPct, r.Loss.Down, r.Loss.DownPct), lossStyle, env.TTY)+
+		fmt.Sprintf("  duplicates %d  reordered %d", r.Duplicates, r.Reordered))
+	return nil
+}
+
+func probeTCP(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "probe tcp", "probe tcp HOST:PORT [--connections 1] [--rate 10/s] [--size 64] [--pattern rr|write-write-read] [--nodelay=false] [--duration 10s]")
+	conns := fs.Int("connections", 1, "persistent connections")
+	rate := fs.String("rate", "", "requests per second over all connections (default 10 per connection)")
+	size := fs.Int("size", 64, "request and response bytes (1..65507)")
+	pattern := fs.String("pattern", probe.PatternRR, "rr, or write-write-read (the request in two writes, then read)")
+	nodelay := fs.Bool("nodelay", true, "set TCP_NODELAY on the client's sockets")
+	serverNodelay := fs.Bool("server-nodelay", true, "ask the reflector to set TCP_NODELAY on its side")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send requests")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up on one request or connection setup after this long")
+	of := addOutFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
+		return err
+	}
+	key, err := readKey(env, *of.key, *of.keyFile)
+	if err != nil {
+		return err
+	}
+	var r float64
+	if *rate != "" {
+		if r, err = parseRate(*rate); err != nil {
+			return usageErr("tcp", err)
+		}
+		if r == 0 {
+			return usageErr("tcp", errors.New("rate 0: must be above 0"))
+		}
+	}
+	if *conns <= 0 {
+		return usageErr("tcp", fmt.Errorf("connections %d: must be 1..%d", *conns, probe.MaxConnections))
+	}
+	cfg := probe.TCPConfig{Target: pos[0], Connections: *conns, Rate: r, Size: *size, Pattern: *pattern, Nagle: !*nodelay, ServerNagle: !*serverNodelay,
+		Duration: probe.Duration(*duration), Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
+	stop := progress(env, "probe tcp", *duration)
+	res, err := probe.TCP(ctx, cfg)
+	stop()
+	if err != nil {
+		return probeErr("tcp", err)
+	}
+	return emit(env, of, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "tcp probe %s: %d connections, %d requests at %.0f/s, %s, %d B, nodelay=%v, %d errors\n\n",
+			res.Target, res.Connections, res.Requests, res.Config.Rate, res.Config.Pattern, res.Config.Size, res.Config.NoDelay, res.Errors)
+		t := pctTable()
+		pctRow(t, "latency", res.RTT)
+		pctRow(t, "connect", res.Connect)
+		if err := t.Render(w, env.TTY); err != nil {
+			return err
+		}
+		if res.Errors > 0 {
+			fmt.Fprintln(w, report.Paint("first error: "+res.ErrorSample, report.Warn, env.TTY))
+		}
+		return nil
+	})
+}
+
+func probeCRR(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "probe crr", "probe crr HOST:PORT [--request 1000] [--response 300000] [--fastopen] [--rate R] [--duration 10s]")
+	reqB := fs.Int("request", 1000, "request bytes on the wire per transaction (40-byte hello included)")
+	respB := fs.Int("response", 300000, "response bytes on the wire per transaction (16-byte status included)")
+	fastopen := fs.Bool("fastopen", false, "send the request in the SYN (TCP_FASTOPEN_CONNECT); the reflector host needs net.ipv4.tcp_fastopen & 2")
+	rate := fs.String("rate", "0", "transactions per second (0: back to back)")
+	duration := fs.Duration("duration", 10*time.Second, "how long to run transactions")
+	count := fs.Int("count", 0, "stop after this many transactions (0: run for --duration)")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up on one transaction after this long")
+	of := addOutFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
+		return err
+	}
+	key, err := readKey(env, *of.key, *of.keyFile)
+	if err != nil {
+		return err
+	}
+	r, err := parseRate(*rate)
+	if err != nil {
+		return usageErr("crr", err)
+	}
+	if *reqB <= 0 || *respB <= 0 {
+		return usageErr("crr", fmt.Errorf("request %d / response %d: must be positive", *reqB, *respB))
+	}
+	cfg := probe.CRRConfig{Target: pos[0], Request: *reqB, Response: *respB, FastOpen: *fastopen, Rate: r, Duration: probe.Duration(*duration), Count: *count, Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
+	stop := progress(env, "probe crr", *duration)
+	res, err := probe.CRR(ctx, cfg)
+	stop()
+	if err != nil {
+		return probeErr("crr", err)
+	}
+	return emit(env, of, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "crr probe %s: %d transactions (%.2f/s), %d B request, %d B response, %d errors", res.Target, res.Transactions, res.TransactionsPerSec, res.Config.Request, res.Config.Response, res.Errors)
+		if res.Config.FastOpen {
+			fmt.Fprintf(w, ", fast open used on %d", res.FastOpenUsed)
+		}
+		fmt.Fprint(w, "\n\n")
+		t := pctTable()
+		pctRow(t, "connect", res.Connect)
+		pctRow(t, "first byte", res.FirstByte)
+		pctRow(t, "last byte", res.LastByte)
+		return t.Render(w, env.TTY)
+	})
+}
+
+func probeLoad(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "probe load", "probe load HOST:PORT [--upload|--download|--both] [--flows 4] [--duration 20s] [--idle 5s]")
+	up := fs.Bool("upload", false, "load with flows from here to the reflector")
+	down := fs.Bool("download", false, "load with flows from the reflector to here")
+	both := fs.Bool("both", false, "load both directions (the default)")
+	flows := fs.Int("flows", 4, "TCP flows per direction (1..256)")
+	duration := fs.Duration("duration", 20*time.Second, "loaded phase")
+	idle := fs.Duration("idle", 5*time.Second, "idle phase before the load")
+	interval := fs.Duration("interval", 20*time.Millisecond, "UDP probe interval")
+	size := fs.Int("size", 64, "UDP probe payload bytes")
+	of := addOutFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
+		return err
+	}
+	key, err := readKey(env, *of.key, *of.keyFile)
+	if err != nil {
+		return err
+	}
+	if *both {
+		*up, *down = true, true
+	}
+	if *flows <= 0 {
+		return usageErr("load", fmt.Errorf("flows %d: must be 1..256", *flows))
+	}
+	if *interval <= 0 || *duration <= 0 || *idle <= 0 {
+		return usageErr("load", errors.New("interval, duration and idle must be positive"))
+	}
+	cfg := probe.LoadConfig{Target: pos[0], Upload: *up, Download: *down, Flows: *flows, Duration: probe.Duration(*duration), Idle: probe.Duration(*idle), Interval: probe.Duration(*interval), Size: *size, Key: key, Force: *of.force}
+	stop := progress(env, "probe load", *idle+*duration+time.Second)
+	res, err := probe.Load(ctx, cfg)
+	stop()
+	if err != nil {
+		return probeErr("load", err)
+	}
+	return emit(env, of, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "latency under load %s: %d flows, upload=%v download=%v\n\n", res.Target, res.Config.Flows, res.Config.Upload, res.Config.Download)
+		t := pctTable()
+		pctRow(t, "idle rtt", res.IdleRTT)
+		pctRow(t, "loaded rtt", res.LoadedRTT)
+		if err := t.Render(w, env.TTY); err != nil {
+			return err
+		}
+		st := report.Good
+		switch res.Grade {
+		case "B", "C":
+			st = report.Warn
+		case "D", "F":
+			st = report.Bad
+		}
+		fmt.Fprintf(w, "\nincrease %.1f ms  grade %s  responsiveness %.0f RPM  goodput up %.1f down %.1f Mbit/s\n", res.Increase, report.Paint(res.Grade, st, env.TTY), res.RPM, res.Goodput.Up, res.Goodput.Down)
+		fmt.Fprintf(w, "loaded loss up %d down %d\n%s\n", res.LoadedLoss.Up, res.LoadedLoss.Down, res.Diagnosis)
+		return nil
+	})
+}
+
+func probeCompare(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "probe compare", "probe compare BEFORE.json AFTER.json [--json]")
+	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 2, 2, "BEFORE.json AFTER.json"); err != nil {
+		return err
+	}
+	a, err := os.ReadFile(pos[0])
+	if err != nil {
+		return fmt.Errorf("probe compare: %w", err)
+	}
+	b, err := os.ReadFile(pos[1])
+	if err != nil {
+		return fmt.Errorf("probe compare: %w", err)
+	}
+	cmp, err := probe.Compare(a, b)
+	if err != nil {
+		return fmt.Errorf("probe compare: %w", err)
+	}
+	if *asJSON {
+		return report.JSON(env.Stdout, cmp)
+	}
+	fmt.Fprintf(env.Stdout, "%s results: before %s, after %s\n\n", cmp.Type, cmp.Before, cmp.After)
+	t := &report.Table{Header: []string{"metric", "before", "after", "change", "change %"}}
+	num := func(p *float64, text string) string {
+		if p == nil {
+			return text
+		}
+		return strconv.FormatFloat(*p, 'f', -1, 64)
+	}
+	for _, r := range cmp.Rows {
+		st := report.Plain
+		if r.Change != nil && *r.Change != 0 && r.Better != "" {
+			if (*r.Change < 0) == (r.Better == "lower") {
+				st = report.Good
+			} else {
+				st = report.Bad
+			}
+		}
+		ch, pct := "", ""
+		if r.Change != nil {
+			ch = strconv.FormatFloat(*r.Change, 'f', -1, 64)
+			if *r.Change > 0 {
+				ch = "+" + ch
+			}
+		}
+		if r.ChangePct != nil {
+			pct = fmt.Sprintf("%+.1f%%", *r.ChangePct)
+		}
+		t.Add(report.C(r.Metric), report.C(num(r.Before, r.BeforeText)), report.C(num(r.After, r.AfterText)), report.S(ch, st), report.S(pct, st))
+	}
+	if err := t.Render(env.Stdout, env.TTY); err != nil {
+		return err
+	}
+	if len(cmp.ConfigChanges) > 0 {
+		fmt.Fprintln(env.Stdout, "\nconfiguration differs:")
+		for _, c := range cmp.ConfigChanges {
+			fmt.Fprintf(env.Stdout, "  %s: %s -> %s\n", c.Key, c.Before, c.After)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/probe"
+)
+
+func init() {
+	register(&command{name: "reflector", summary: "answer lowlat probes (UDP and TCP on one port); safe to leave running", order: 61, run: runReflector})
+}
+
+// DefaultPort is where the reflector listens unless told otherwise.
+const DefaultPort = "7431"
+
+func runReflector(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "reflector", "reflector [--listen :"+DefaultPort+"] [--key-file FILE] [--min-interval 10ms] [--max-clients 20000]")
+	listen := fs.String("listen", ":"+DefaultPort, "`ADDR` to serve UDP and TCP on (same port number)")
+	key := fs.String("key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)")
+	keyFile := fs.String("key-file", "", "read the shared HMAC key from `FILE`")
+	minInterval := fs.Duration("min-interval", 10*time.Millisecond, "shortest average UDP probe interval a session may use")
+	maxClients := fs.Int("max-clients", 20000, "concurrent UDP sessions plus TCP connections")
+	maxSize := fs.Int("max-size", 65507, "largest UDP probe or TCP request/response message, bytes")
+	maxResponse := fs.Int("max-response", 64<<20, "largest CRR response, bytes")
+	maxDuration := fs.Duration("max-duration", 24*time.Hour, "longest test (session or connection)")
+	idle := fs.Duration("idle-timeout", time.Minute, "end sessions and connections silent this long")
+	quiet := fs.Bool("quiet", false, "do not log refusals")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 0, 0, ""); err != nil {
+		return err
+	}
+	k, err := readKey(env, *key, *keyFile)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *minInterval <= 0:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: min-interval %s: must be positive", *minInterval)}
+	case *maxClients <= 0:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-clients %d: must be positive", *maxClients)}
+	case *maxSize < 80 || *maxSize > 65507:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-size %d: must be 80..65507", *maxSize)}
+	case *maxResponse < 16 || *maxResponse > probe.MaxResponse:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-response %d: must be 16..%d", *maxResponse, probe.MaxResponse)}
+	case *maxDuration <= 0 || *idle <= 0:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-duration and idle-timeout must be positive")}
+	}
+	cfg := probe.ReflectorConfig{Key: k, MinInterval: *minInterval, MaxClients: *maxClients, MaxSize: *maxSize, MaxResponse: *maxResponse, MaxDuration: *maxDuration, IdleTimeout: *idle}
+	if !*quiet {
+		cfg.Logf = func(format string, args ...any) {
+			fmt.Fprintf(env.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
+		}
+	}
+	if err := probe.RaiseFileLimit(*maxClients); err != nil {
+		fmt.Fprintf(env.Stderr, "reflector: warning: %v\n", err)
+	}
+	r := probe.NewReflector(cfg)
+	if err := r.Listen(ctx, *listen); err != nil {
+		return err
+	}
+	auth := "no key: anyone may probe"
+	if len(k) > 0 {
+		auth = "HMAC-SHA256 key required"
+	}
+	fmt.Fprintf(env.Stderr, "lowlat reflector listening on %s (udp+tcp), %s, min interval %s, max clients %d\n", r.Addr(), auth, *minInterval, *maxClients)
+	if err := r.Serve(ctx); err != nil {
+		return fmt.Errorf("reflector: %w", err)
+	}
+	st := r.Stats()
+	fmt.Fprintf(env.Stderr, "lowlat reflector stopped: %d udp sessions, %d tcp connections, %d refused\n", st.UDPSessions, st.TCPAccepted, st.Refused)
+	return nil
+}
