@@ -70,8 +70,11 @@ type Kernel struct {
 	Config map[string]string `json:"config,omitempty"`
 	// ConfigSource names the file Config was read from, "" when none was found.
 	ConfigSource string `json:"config_source,omitempty"`
-	Pidfd        bool   `json:"pidfd"` // pidfd_open + pidfd_getfd (>= 5.6)
-	BootID       string `json:"boot_id,omitempty"`
+	// ModulesDir is /lib/modules/<release> when it exists: then a module the
+	// config promises but whose .ko is missing is not installed.
+	ModulesDir string `json:"modules_dir,omitempty"`
+	Pidfd      bool   `json:"pidfd"` // pidfd_open + pidfd_getfd (>= 5.6)
+	BootID     string `json:"boot_id,omitempty"`
 }
 
 // AtLeast reports whether the kernel version is >= major.minor.
@@ -96,12 +99,15 @@ func (s Support) Usable() bool { return s == Builtin || s == Module }
 
 // Interface is one network interface.
 type Interface struct {
-	Name        string `json:"name"`
-	Index       int    `json:"index"`
-	Kind        string `json:"kind,omitempty"` // netlink link kind: veth, ifb, bridge, "" for hardware
-	Driver      string `json:"driver,omitempty"`
-	Bus         string `json:"bus,omitempty"` // pci, virtio, ...
-	BusInfo     string `json:"bus_info,omitempty"`
+	Name    string `json:"name"`
+	Index   int    `json:"index"`
+	Kind    string `json:"kind,omitempty"` // netlink link kind: veth, ifb, bridge, "" for hardware
+	Driver  string `json:"driver,omitempty"`
+	Bus     string `json:"bus,omitempty"` // pci, virtio, ...
+	BusInfo string `json:"bus_info,omitempty"`
+	// Device is the name of the device behind the interface: the PCI address for
+	// a PCI NIC, "virtio2" for virtio-net (its IRQs are named after it).
+	Device      string `json:"device,omitempty"`
 	MAC         string `json:"mac,omitempty"`
 	MTU         int    `json:"mtu"`
 	TxQueueLen  int    `json:"txqueuelen"`
@@ -173,9 +179,16 @@ type Route struct {
 
 // IRQ is one line of /proc/interrupts plus its affinity.
 type IRQ struct {
-	Num    int      `json:"num"` // -1 for the named rows (NMI, LOC, ...)
-	Name   string   `json:"name"`
-	Chip   string   `json:"chip,omitempty"`
+	Num  int    `json:"num"` // -1 for the named rows (NMI, LOC, ...)
+	Name string `json:"name"`
+	Chip string `json:"chip,omitempty"`
+	// HWIRQ is the hardware irq column as printed ("1048576-edge", "27 Level"),
+	// absent on 3.10 kernels, which glue the flow to the chip name.
+	HWIRQ string `json:"hwirq,omitempty"`
+	// Desc is the description of a named row ("Local timer interrupts").
+	Desc string `json:"desc,omitempty"`
+	// Counts is indexed by CPU id; CPUs missing from the header (offline) count
+	// 0. Rows without per-CPU columns (ERR, MIS) have a single count.
 	Counts []uint64 `json:"counts"`
 	// Affinity is smp_affinity_list parsed; EffectiveAffinity the effective list.
 	Affinity          []int `json:"affinity,omitempty"`
@@ -198,6 +211,10 @@ type SoftnetCPU struct {
 	Processed   uint64 `json:"processed"`
 	Dropped     uint64 `json:"dropped"`
 	TimeSqueeze uint64 `json:"time_squeeze"`
+	// ReceivedRPS counts packets steered to this CPU by RPS (IPIs received);
+	// FlowLimitCount drops by the per-flow backlog limit (kernel >= 3.11).
+	ReceivedRPS    uint64 `json:"received_rps,omitempty"`
+	FlowLimitCount uint64 `json:"flow_limit_count,omitempty"`
 }
 
 // CPU is one logical CPU's place in the topology.
@@ -229,17 +246,26 @@ type IRQBalance struct {
 	ConfigPath string `json:"config_path,omitempty"`
 	// BannedCPUs is IRQBALANCE_BANNED_CPUS / IRQBALANCE_BANNED_CPULIST as written.
 	BannedCPUs string `json:"banned_cpus,omitempty"`
+	// Banned is BannedCPUs parsed to CPU ids (IRQBALANCE_BANNED_CPULIST wins
+	// over the older hex IRQBALANCE_BANNED_CPUS when both are set, as in
+	// irqbalance >= 1.8).
+	Banned []int `json:"banned,omitempty"`
+	// Config holds every assignment in the config file (IRQBALANCE_ARGS,
+	// IRQBALANCE_ONESHOT, ...), values unquoted.
+	Config map[string]string `json:"config,omitempty"`
 }
 
 // BlockDev is a block device's queue settings (NVMe tuning).
 type BlockDev struct {
-	Name       string `json:"name"`
-	Scheduler  string `json:"scheduler"`
-	RqAffinity int    `json:"rq_affinity"`
-	NrRequests int    `json:"nr_requests"`
-	NUMANode   int    `json:"numa_node"`
-	MSIIRQs    []int  `json:"msi_irqs,omitempty"`
-	Rotational bool   `json:"rotational"`
+	Name      string `json:"name"`
+	Scheduler string `json:"scheduler"`
+	// Schedulers are the choices queue/scheduler offers ("none", "mq-deadline", ...).
+	Schedulers []string `json:"schedulers,omitempty"`
+	RqAffinity int      `json:"rq_affinity"`
+	NrRequests int      `json:"nr_requests"`
+	NUMANode   int      `json:"numa_node"`
+	MSIIRQs    []int    `json:"msi_irqs,omitempty"`
+	Rotational bool     `json:"rotational"`
 }
 
 // Ethtool is what the ethtool ioctls report for an interface. Each part is nil

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package host
+
+func pidfdWorks() bool { return false }

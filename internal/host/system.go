@@ -1,0 +1,141 @@
+package host
+
+import (
+	"path"
+	"strconv"
+	"strings"
+)
+
+// THP keys in Facts.Sysfs.
+const (
+	SysfsTHPEnabled = "kernel/mm/transparent_hugepage/enabled"
+	SysfsTHPDefrag  = "kernel/mm/transparent_hugepage/defrag"
+)
+
+func (rd *fileReader) thp() {
+	for _, k := range []string{SysfsTHPEnabled, SysfsTHPDefrag} {
+		if b, ok := rd.readOpt("/sys/" + k); ok {
+			sel, _ := ParseSelection(string(b))
+			rd.f.Sysfs[k] = sel
+		}
+	}
+}
+
+// irqbalanceConfigs are where distributions keep irqbalance's settings: Red Hat
+// and SUSE first, then Debian and Ubuntu.
+var irqbalanceConfigs = []string{"/etc/sysconfig/irqbalance", "/etc/default/irqbalance"}
+
+// irqbalance finds a running irqbalance by scanning /proc/PID/comm and reads
+// its config file.
+func (rd *fileReader) irqbalance() {
+	ib := &rd.f.IRQBalance
+	names, err := rd.r.ReadDirNames("/proc")
+	if err != nil {
+		rd.fail("/proc", err)
+	} else {
+		// Other processes' names are not recorded for a capture: only the
+		// irqbalance one matters, and the rest is private.
+		quiet := rd.r
+		quiet.rec = nil
+		pid := -1
+		for _, n := range names {
+			id, err := strconv.Atoi(n)
+			if err != nil {
+				continue
+			}
+			b, err := quiet.ReadFile("/proc/" + n + "/comm")
+			if err != nil {
+				continue // the process exited, or is hidden from us
+			}
+			if strings.TrimSpace(string(b)) == "irqbalance" && (pid < 0 || id < pid) {
+				pid = id
+			}
+		}
+		if pid > 0 {
+			ib.Running, ib.PID = true, pid
+			rd.r.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm") // recorded for a capture
+		}
+	}
+	for _, p := range irqbalanceConfigs {
+		b, err := rd.r.ReadFile(p)
+		if err != nil {
+			if !isNotExist(err) {
+				rd.fail(p, err)
+			}
+			continue
+		}
+		ib.ConfigPath = p
+		vars := parseShellVars(b)
+		if len(vars) > 0 {
+			ib.Config = vars
+		}
+		if v := vars["IRQBALANCE_BANNED_CPULIST"]; v != "" {
+			ib.BannedCPUs = v
+			if l, err := ParseCPUList(v); err == nil {
+				ib.Banned = l
+			} else {
+				rd.fail(p, err)
+			}
+		} else if v := vars["IRQBALANCE_BANNED_CPUS"]; v != "" {
+			ib.BannedCPUs = v
+			if l, err := ParseCPUMask(v); err == nil {
+				ib.Banned = l
+			} else {
+				rd.fail(p, err)
+			}
+		}
+		break
+	}
+}
+
+// block reads queue settings of real block devices (loop, ram and zram
+// devices are skipped: nothing to tune there).
+func (rd *fileReader) block() {
+	ents, err := rd.r.ReadDir("/sys/block")
+	if err != nil {
+		if !isNotExist(err) {
+			rd.fail("/sys/block", err)
+		}
+		return
+	}
+	const pat = "/sys/block/*/queue/"
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") || strings.HasPrefix(name, "zram") {
+			continue
+		}
+		base, err := rd.r.EvalSymlinks("/sys/block/" + name)
+		if err != nil {
+			rd.failGroup("/sys/block/*", err)
+			continue
+		}
+		d := BlockDev{Name: name, NUMANode: -1}
+		q := path.Join(base, "queue")
+		if b, ok := rd.readItemAt(q, "scheduler", pat+"scheduler"); ok {
+			d.Scheduler, d.Schedulers = ParseSelection(string(b))
+		}
+		if n, ok := rd.intAt(q, "rq_affinity", pat+"rq_affinity"); ok {
+			d.RqAffinity = n
+		}
+		if n, ok := rd.intAt(q, "nr_requests", pat+"nr_requests"); ok {
+			d.NrRequests = n
+		}
+		if n, ok := rd.intAt(q, "rotational", pat+"rotational"); ok {
+			d.Rotational = n == 1
+		}
+		// NVMe: block/nvme0n1/device is the controller (nvme0), whose parent is
+		// the PCI function holding numa_node and msi_irqs.
+		if dev, err := rd.r.EvalSymlinks(base + "/device"); err == nil {
+			if pci := rd.pciFunction(dev); pci != "" {
+				d.NUMANode, _, d.MSIIRQs = rd.pciFacts(pci)
+			}
+		}
+		rd.f.Block = append(rd.f.Block, d)
+	}
+}
+
+func (rd *fileReader) systemd() {
+	// sd_booted(3): systemd is PID 1 when /run/systemd/system exists.
+	fi, err := rd.r.Stat("/run/systemd/system")
+	rd.f.Systemd = err == nil && fi.IsDir()
+}
