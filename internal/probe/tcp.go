@@ -182,6 +182,10 @@ func dialError(target string, err error) error {
 // not goroutine-safe and one per connection would cost 270 KB each.
 const histShards = 16
 
+// preciseConns is the most connections that each get a thread of their own
+// with exact (nanosleep, 1 ns slack) timers.
+const preciseConns = 8
+
 type shardedHist struct {
 	mu [histShards]sync.Mutex
 	h  [histShards]*hdrhistogram.Histogram
@@ -269,17 +273,20 @@ func schedule(start time.Time, conn, conns int, rate float64, k int64) time.Time
 	return start.Add(time.Duration(phase + float64(k)*period))
 }
 
-// latencyFrom is the time a request's latency is measured from. When the
-// previous reply arrived after this request's intended time, the reply held
-// the request back, so the wait is charged to it (coordinated omission). When
-// the connection was idle and only our own timer woke late, the request is
-// measured from when it really left: the client's wake-up slop is not the
-// server's latency (it is reported separately as send lag).
-func latencyFrom(intended, prevDone, sent time.Time) time.Time {
-	if prevDone.After(intended) {
-		return intended
+// coLatency charges a request with the wait a slow reply caused, without
+// charging it with the client's own lateness. It replays the run on an ideal
+// client whose timers are exact: request k starts at max(intended(k), the ideal
+// completion of k-1) and takes the service time observed (sent to done). A
+// stalled reply thus delays every request scheduled behind it (coordinated
+// omission corrected, as wrk2 does) while a timer that woke late, or a
+// scheduler that ran us late, adds nothing (that is reported as send lag).
+func coLatency(intended, idealPrevDone time.Time, service time.Duration) (time.Duration, time.Time) {
+	start := intended
+	if idealPrevDone.After(start) {
+		start = idealPrevDone
 	}
-	return sent
+	done := start.Add(service)
+	return done.Sub(intended), done
 }
 
 // TCP runs request/response over persistent connections on a constant-rate
@@ -351,13 +358,25 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, cfg.Size)
-			var prevDone time.Time
+			var idealDone time.Time
+			// A few connections get exact timers on their own threads; with
+			// many, the runtime's millisecond timers are fine at their rates.
+			var sl *preciseSleeper
+			if cfg.Connections <= preciseConns {
+				s := lockThread()
+				sl = &s
+			}
 			for k := int64(0); ; k++ {
 				intended := schedule(runStart, i, cfg.Connections, cfg.Rate, k)
 				if !intended.Before(end) {
 					return
 				}
-				if w := time.Until(intended); w > 0 {
+				if sl != nil {
+					sl.until(intended)
+					if ctx.Err() != nil {
+						return
+					}
+				} else if w := time.Until(intended); w > 0 {
 					select {
 					case <-ctx.Done():
 						return
@@ -387,8 +406,9 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 				}
 				requests.Add(1)
 				lag.record(i, int64(sent.Sub(intended)))
-				rtt.record(i, int64(done.Sub(latencyFrom(intended, prevDone, sent))))
-				prevDone = done
+				lat, ideal := coLatency(intended, idealDone, done.Sub(sent))
+				rtt.record(i, int64(lat))
+				idealDone = ideal
 			}
 		}()
 	}

@@ -264,9 +264,11 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 		stats.add(p.Seq, rtt, p.SrvRecv)
 	}
 
+	sendFinished := make(chan struct{})
 	wg.Add(2)
 	go func() { // sender
 		defer wg.Done()
+		defer close(sendFinished)
 		defer sendDone.Store(true)
 		sl := lockThread()
 		buf := make([]byte, cfg.Size)
@@ -324,9 +326,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 	}()
 
 	// Once sending ends, give late replies a bounded wait.
-	for !sendDone.Load() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	<-sendFinished
 	wait := time.Duration(cfg.Wait)
 	if wait == 0 {
 		wait = min(max(3*time.Duration(maxRTT.Load()), 200*time.Millisecond), 3*time.Second)

@@ -109,16 +109,22 @@ func TestCoordinatedOmissionCorrection(t *testing.T) {
 		return 100 * time.Microsecond
 	}
 	var lat []time.Duration
-	var prevDone, now time.Time = time.Time{}, start
+	var ideal, now time.Time = time.Time{}, start
 	for k := 0; k < 50; k++ {
 		intended := start.Add(time.Duration(k) * period)
 		if now.Before(intended) {
-			now = intended.Add(300 * time.Microsecond) // a timer that wakes 300 µs late
+			now = intended
+		}
+		// A timer that wakes 300 µs late, and once 5 ms late.
+		now = now.Add(300 * time.Microsecond)
+		if k == 40 {
+			now = now.Add(5 * time.Millisecond)
 		}
 		sent := now
 		done := sent.Add(service(k))
-		lat = append(lat, done.Sub(latencyFrom(intended, prevDone, sent)))
-		prevDone, now = done, done
+		l, id := coLatency(intended, ideal, done.Sub(sent))
+		lat = append(lat, l)
+		ideal, now = id, done
 	}
 	slow := 0
 	for _, l := range lat {
@@ -132,9 +138,11 @@ func TestCoordinatedOmissionCorrection(t *testing.T) {
 	if lat[11] < 190*time.Millisecond {
 		t.Errorf("request 11 latency %s, want ≈ 190 ms+ (waited behind the stall)", lat[11])
 	}
-	// Before the stall, the client's own timer lateness is not charged.
-	if lat[5] != 100*time.Microsecond {
-		t.Errorf("request 5 latency %s, want 100µs (timer slop excluded)", lat[5])
+	// The client's own timer lateness is never charged, nor does it cascade.
+	for _, k := range []int{5, 40, 41, 49} {
+		if lat[k] != 100*time.Microsecond {
+			t.Errorf("request %d latency %s, want 100µs (timer slop excluded)", k, lat[k])
+		}
 	}
 }
 
