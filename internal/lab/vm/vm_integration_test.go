@@ -154,16 +154,36 @@ func TestIntegrationVMTimeoutAndSetupErrors(t *testing.T) {
 		}
 	})
 	t.Run("host deadline kills qemu", func(t *testing.T) {
-		// The host-side deadline ends the run even when the guest never gets to
-		// report (here: it cannot even boot in 3 s under TCG).
+		// The host-side deadline ends the run when the guest never reports,
+		// and qemu is gone when Run returns.
+		work := t.TempDir()
 		start := time.Now()
-		_, err := Run(ctx, Config{Kernel: k, NoDefaultModules: true, Timeout: 3 * time.Second},
-			Command{Args: []string{"true"}})
+		_, err := Run(ctx, Config{Kernel: k, NoDefaultModules: true, Timeout: 4 * time.Second, WorkDir: work},
+			Command{Script: "sleep 600", Timeout: 10 * time.Minute})
 		if !errors.Is(err, ErrTimeout) {
 			t.Fatalf("Run error = %v, want ErrTimeout", err)
 		}
 		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("Run took %s after a 3 s deadline", d)
+			t.Errorf("Run took %s after a 4 s deadline", d)
+		}
+		if pids := processesMentioning(work); len(pids) > 0 {
+			t.Errorf("processes still running with %s in their command line: %v", work, pids)
 		}
 	})
+}
+
+// processesMentioning lists the pids whose command line contains s.
+func processesMentioning(s string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }

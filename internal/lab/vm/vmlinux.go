@@ -151,6 +151,9 @@ func align4(n int) int { return (n + 3) &^ 3 }
 // into cacheDir/vmlinux on first use, or "" when the kernel cannot be booted
 // that way (then qemu boots the bzImage).
 func pvhKernel(k *Kernel, cacheDir string, logw io.Writer) string {
+	if logw == nil {
+		logw = io.Discard
+	}
 	if k.Image == "" {
 		return ""
 	}
