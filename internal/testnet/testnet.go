@@ -1,0 +1,211 @@
+//go:build linux
+
+// Package testnet gives privileged tests a throwaway network namespace: code can
+// run inside it on a locked OS thread, and programs can be started inside it
+// with their own /sys (like "ip netns exec", without needing iproute2, so the
+// same tests run in the stock-kernel VM). Everything is removed by t.Cleanup,
+// also when the test fails.
+package testnet
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Prefix starts the name of every namespace tests create, so a crashed run's
+// leftovers can be found and removed.
+const Prefix = "lowlat-t-"
+
+// NS is one named network namespace.
+type NS struct {
+	Name   string
+	handle netns.NsHandle
+}
+
+// New creates a namespace with lo up, or skips the test when the process may not
+// create namespaces (not root). Any other failure fails the test.
+func New(t testing.TB) *NS {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := Prefix + hex.EncodeToString(b)
+	var h netns.NsHandle
+	err := onNewThread(func() error {
+		var err error
+		h, err = netns.NewNamed(name)
+		return err
+	})
+	if errors.Is(err, unix.EPERM) || errors.Is(err, os.ErrPermission) {
+		t.Skipf("creating a network namespace needs root: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("create netns %s: %v", name, err)
+	}
+	n := &NS{Name: name, handle: h}
+	t.Cleanup(func() {
+		h.Close()
+		if err := netns.DeleteNamed(name); err != nil {
+			t.Errorf("delete netns %s: %v", name, err)
+		}
+	})
+	if err := n.Do(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	}); err != nil {
+		t.Fatalf("netns %s: bring lo up: %v", name, err)
+	}
+	return n
+}
+
+// onNewThread runs f on a fresh OS thread that is thrown away afterwards, so a
+// namespace switch can never leak into other goroutines.
+func onNewThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the runtime destroys the thread when this goroutine
+		// exits, along with whatever namespace it was moved into.
+		runtime.LockOSThread()
+		// t.Fatal or t.Skip inside f end this goroutine with Goexit; report that
+		// instead of leaving the caller waiting forever.
+		err := errors.New("goroutine ended early (t.Fatal or t.Skip called inside NS.Do)")
+		defer func() { errc <- err }()
+		err = f()
+	}()
+	return <-errc
+}
+
+// Do runs f inside the namespace. Sockets (netlink included) that f opens belong
+// to the namespace.
+func (n *NS) Do(f func() error) error {
+	return onNewThread(func() error {
+		if err := netns.Set(n.handle); err != nil {
+			return fmt.Errorf("enter netns %s: %w", n.Name, err)
+		}
+		return f()
+	})
+}
+
+// Veth creates a veth pair a (inside n) and b (inside peer, or n when nil), both
+// up, with the given tx queue counts (0 = kernel default).
+func (n *NS) Veth(t testing.TB, a, b string, peer *NS, txQueues int) {
+	t.Helper()
+	err := n.Do(func() error {
+		la := netlink.LinkAttrs{Name: a, NumTxQueues: txQueues, NumRxQueues: txQueues, TxQLen: 1000}
+		v := &netlink.Veth{LinkAttrs: la, PeerName: b, PeerNumTxQueues: txQueuesOr1(txQueues), PeerNumRxQueues: txQueuesOr1(txQueues)}
+		if peer != nil {
+			v.PeerNamespace = netlink.NsFd(peer.handle)
+		}
+		if err := netlink.LinkAdd(v); err != nil {
+			return fmt.Errorf("add veth %s/%s: %w", a, b, err)
+		}
+		l, err := netlink.LinkByName(a)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := n
+	if peer != nil {
+		target = peer
+	}
+	if err := target.Do(func() error {
+		l, err := netlink.LinkByName(b)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	}); err != nil {
+		t.Fatalf("veth peer %s up: %v", b, err)
+	}
+}
+
+func txQueuesOr1(n int) uint32 {
+	if n <= 0 {
+		return 1
+	}
+	return uint32(n)
+}
+
+// execEnv is the environment variable that turns a test binary into the
+// namespace-entering helper (see Main).
+const execEnv = "LOWLAT_TESTNET_EXEC"
+
+// Command returns a command that runs inside the namespace with /sys remounted
+// for it. The test binary re-executes itself as the helper, so TestMain must
+// call Main.
+func (n *NS) Command(name string, args ...string) *exec.Cmd {
+	self, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	cmd := exec.Command(self, append([]string{name}, args...)...)
+	cmd.Env = append(os.Environ(), execEnv+"="+n.Name)
+	return cmd
+}
+
+// Main must be called from TestMain of packages that use Command: when the
+// binary was started as the helper it enters the namespace and execs the
+// target program instead of running tests.
+func Main(m *testing.M) {
+	if name := os.Getenv(execEnv); name != "" {
+		os.Unsetenv(execEnv)
+		if err := enterAndExec(name, os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "testnet:", err)
+			os.Exit(127)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func enterAndExec(name string, argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("no program to run")
+	}
+	runtime.LockOSThread()
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", name, err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "none", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make / rslave: %w", err)
+	}
+	if err := netns.Set(h); err != nil {
+		return fmt.Errorf("enter netns %s: %w", name, err)
+	}
+	// sysfs shows the devices of the namespace that mounted it: remount so
+	// /sys/class/net lists the namespace's interfaces, as ip netns exec does.
+	if err := unix.Unmount("/sys", unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmount /sys: %w", err)
+	}
+	if err := unix.Mount(name, "/sys", "sysfs", 0, ""); err != nil {
+		return fmt.Errorf("mount sysfs: %w", err)
+	}
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		if p, err := exec.LookPath(path); err == nil {
+			path = p
+		}
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}
