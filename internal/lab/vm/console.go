@@ -26,6 +26,7 @@ type console struct {
 	all    bytes.Buffer // every non-transfer line
 	output bytes.Buffer // lines between START and EXIT
 
+	firmware  bool // no kernel output seen yet
 	started   bool
 	bootTime  time.Duration
 	exited    bool
@@ -47,7 +48,7 @@ type incomingFile struct {
 }
 
 func newConsole(nonce string, live io.Writer, begin time.Time) *console {
-	return &console{nonce: nonce, live: live, begin: begin, files: map[string][]byte{}, doneEvent: make(chan struct{})}
+	return &console{nonce: nonce, live: live, begin: begin, firmware: true, files: map[string][]byte{}, doneEvent: make(chan struct{})}
 }
 
 // run reads r to EOF.
@@ -69,9 +70,15 @@ func (c *console) emit(s string) {
 	if c.started && !c.exited {
 		c.output.WriteString(s)
 	}
-	if c.live != nil {
+	if c.live != nil && !(c.firmware && isFirmwareNoise(s)) {
 		io.WriteString(c.live, s)
 	}
+}
+
+// isFirmwareNoise matches what SeaBIOS prints on the serial port before the
+// kernel starts; Result.Console keeps it, the live console does not.
+func isFirmwareNoise(s string) bool {
+	return strings.HasPrefix(s, "SeaBIOS (version") || strings.HasPrefix(s, "Booting from ROM")
 }
 
 // line handles one line including its newline (the last line may lack it).
@@ -88,6 +95,17 @@ func (c *console) line(raw string) {
 		if isBase64Line(s) {
 			c.cur.b64.WriteString(s)
 			return
+		}
+	}
+	if c.firmware {
+		// SeaBIOS ends "Booting from ROM.." without a newline, so the kernel's
+		// first line follows on the same one.
+		if rest, ok := strings.CutPrefix(ansiRE.ReplaceAllString(s, ""), "Booting from ROM.."); ok {
+			c.all.WriteString("Booting from ROM..\n")
+			s = rest
+		}
+		if strings.HasPrefix(s, "[") || strings.Contains(s, markerPrefix) {
+			c.firmware = false
 		}
 	}
 	idx := strings.Index(s, markerPrefix)

@@ -36,7 +36,7 @@ func TestConsoleProtocol(t *testing.T) {
 	const n = "0123456789abcdef"
 	big := bytes.Repeat([]byte("json {\"rtt\": 1.5}\n"), 40)
 	stream := "\x1bc\x1b[?7l\x1b[2JSeaBIOS (version 1.16)\r\n" +
-		"[    0.000000] Linux version 6.1.0\r\n" +
+		"Booting from ROM..\x1bc\x1b[?7l\x1b[2J[    0.000000] Linux version 6.1.0\r\n" +
 		"@@LOWLAT-START " + n + "\r\n" +
 		"=== RUN   TestX\r\n" +
 		"@@LOWLAT-EXIT ffffffffffffffff 0\r\n" + // another nonce: plain output
@@ -59,8 +59,11 @@ func TestConsoleProtocol(t *testing.T) {
 	if got := c.output.String(); got != wantOut {
 		t.Errorf("output = %q, want %q", got, wantOut)
 	}
-	if got := live.String(); !strings.HasPrefix(got, "SeaBIOS (version 1.16)\n") || strings.Contains(got, "@@LOWLAT-FILE") || strings.Contains(got, "anNvbi") || !strings.HasSuffix(got, "Power down\n") {
+	if got := live.String(); !strings.HasPrefix(got, "[    0.000000] Linux version 6.1.0\n") || strings.Contains(got, "@@LOWLAT-FILE") || strings.Contains(got, "anNvbi") || !strings.HasSuffix(got, "Power down\n") {
 		t.Errorf("live console = %q", got)
+	}
+	if all := c.all.String(); !strings.HasPrefix(all, "SeaBIOS (version 1.16)\nBooting from ROM..\n[    0.000000] Linux") {
+		t.Errorf("Console lost the firmware lines: %q", all)
 	}
 	if got := c.files["report.json"]; !bytes.Equal(got, big) {
 		t.Errorf("report.json = %q", got)

@@ -46,6 +46,9 @@ func newInitramfs() *initramfs {
 	ir.entries["tmp"].mode = fs.ModeDir | fs.ModeSticky | 0o777
 	ir.entries["root"].mode = fs.ModeDir | 0o700
 	ir.entries["var/tmp"] = &irEntry{mode: fs.ModeSymlink | 0o777, target: "/tmp"}
+	// As on Debian: netns.NewNamed and "ip netns" bind-mount under /var/run/netns.
+	ir.entries["var/run"] = &irEntry{mode: fs.ModeSymlink | 0o777, target: "/run"}
+	ir.entries["var/lock"] = &irEntry{mode: fs.ModeSymlink | 0o777, target: "/run/lock"}
 	// The kernel opens /dev/console for init's stdio before /init can mount
 	// devtmpfs, so the node must be in the archive.
 	ir.entries["dev/console"] = &irEntry{mode: fs.ModeDevice | fs.ModeCharDevice | 0o600, major: 5, minor: 1}
