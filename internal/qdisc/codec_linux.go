@@ -53,7 +53,6 @@ const (
 
 	tcaNetemLatency64 = 10
 	tcaNetemJitter64  = 11
-
 )
 
 var cakeDiffserv = []string{"diffserv3", "diffserv4", "diffserv8", "besteffort", "precedence"}

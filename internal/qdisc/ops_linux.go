@@ -252,4 +252,3 @@ func Probe(ifindex int, kind string) error {
 	}
 	return modify(unix.RTM_DELQDISC, 0, ifindex, HandleRoot, MakeHandle(0x7fff, 0), nil)
 }
-
