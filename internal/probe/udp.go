@@ -271,6 +271,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 		defer close(sendFinished)
 		defer sendDone.Store(true)
 		sl := lockThread()
+		sm := newMAC(cfg.Key) // the receiver verifies with c.m; hashes are not shareable
 		buf := make([]byte, cfg.Size)
 		pk := packet{Type: pktProbe, Session: c.session}
 		for i := 0; i < count; i++ {
@@ -286,7 +287,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 			slot := &ring[i%txRing]
 			slot.tx.Store(pk.ClientTx)
 			slot.seq.Store(int64(i))
-			encodeUDP(buf, &pk, c.m)
+			encodeUDP(buf, &pk, sm)
 			sent.Store(int64(i + 1))
 			if err := c.sock.send(buf); err != nil && !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOBUFS) {
 				sendErr = fmt.Errorf("udp %s: send: %w", cfg.Target, err)
