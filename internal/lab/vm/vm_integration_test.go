@@ -2,6 +2,7 @@ package vm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -151,6 +152,27 @@ func TestIntegrationVMTimeoutAndSetupErrors(t *testing.T) {
 			Command{Args: []string{"true"}})
 		if err == nil || !strings.Contains(err.Error(), "sch_does_not_exist") {
 			t.Fatalf("Run error = %v, want one naming the module", err)
+		}
+	})
+	t.Run("extra initrd and script", func(t *testing.T) {
+		// A caller's prebuilt (here gzip-compressed) archive is unpacked
+		// before the generated one.
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		cw := newCPIOWriter(zw)
+		cw.Dir("etc", 0o755)
+		cw.File("etc/extra.txt", 0o644, 6, strings.NewReader("extra\n"))
+		cw.Close()
+		zw.Close()
+		extra := filepath.Join(t.TempDir(), "extra.cpio.gz")
+		os.WriteFile(extra, buf.Bytes(), 0o644)
+		res, err := Run(ctx, Config{Kernel: k, NoDefaultModules: true, Initrd: extra},
+			Command{Script: "cat /etc/extra.txt; cp /etc/extra.txt /out/; exit 3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 3 || !bytes.Contains(res.Output, []byte("extra")) || string(res.Files["extra.txt"]) != "extra\n" {
+			t.Errorf("ExitCode %d, Output %q, Files %v", res.ExitCode, res.Output, res.Files)
 		}
 	})
 	t.Run("host deadline kills qemu", func(t *testing.T) {
