@@ -103,6 +103,7 @@ type testRun struct {
 	bin      string
 	guestDir string
 	status   status
+	begun    bool // its BEGIN marker appeared
 	detail   string
 	exitCode int
 	output   string
@@ -160,6 +161,9 @@ func applyResults(runs []*testRun, results []byte, output []byte) {
 	scanLines(output, func(line string) {
 		if rest, ok := strings.CutPrefix(line, beginMarker); ok {
 			cur = byPkg[rest]
+			if cur != nil {
+				cur.begun = true
+			}
 			buf.Reset()
 			return
 		}
@@ -243,7 +247,11 @@ func printSummary(w io.Writer, runs []*testRun, elapsed time.Duration) bool {
 		case statusNoResult, statusNotRun:
 			anyFailed = true
 			failed += max(len(r.failed), 1)
-			fmt.Fprintf(w, "FAIL     %s (no exit status: the VM stopped during its run; %s)\n", r.pkg.ImportPath, counts)
+			if r.begun {
+				fmt.Fprintf(w, "FAIL     %s (no exit status: the VM stopped during its run; %s)\n", r.pkg.ImportPath, counts)
+			} else {
+				fmt.Fprintf(w, "FAIL     %s (not run: the VM failed before it)\n", r.pkg.ImportPath)
+			}
 		}
 	}
 	fmt.Fprintf(w, "vmtest: took %s\n", elapsed.Round(time.Second))

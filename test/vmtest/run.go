@@ -37,6 +37,7 @@ type options struct {
 	run          string
 	pkgs         []string
 	timeout      time.Duration
+	pkgTimeout   time.Duration
 	require      string
 	tags         string
 	memory, cpus int
@@ -70,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var pkgs, hostBins, env, mods listFlag
 	fs.Var(&pkgs, "pkg", "package `patterns` to test (repeatable, comma-separated); default: packages under ./internal and ./cmd with TestIntegration tests")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "limit for the whole run: builds, boot and tests")
+	fs.DurationVar(&o.pkgTimeout, "pkg-timeout", 10*time.Minute, "-test.timeout of each test binary (capped by what is left of -timeout)")
 	fs.StringVar(&o.require, "require", DefaultRequire, "LOWLAT_REQUIRE_QDISCS: kernel features that must exist in the VM")
 	fs.StringVar(&o.tags, "tags", "vm", "build tags for the test binaries")
 	fs.IntVar(&o.memory, "mem", 1024, "guest memory in MiB")
@@ -119,6 +121,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	start := time.Now()
 
+	// Fail before the builds when the VM cannot run at all.
+	if _, err := vm.FindQEMU(""); err != nil {
+		return err
+	}
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return err
@@ -267,7 +273,7 @@ func runInVM(ctx context.Context, o *options, root, lowlat string, runs []*testR
 	}, o.extraEnv...)
 
 	res, err := vm.Run(ctx, cfg, vm.Command{
-		Script:  guestScript(runs, o.run, guestTimeout),
+		Script:  guestScript(runs, o.run, min(o.pkgTimeout, guestTimeout)),
 		Env:     env,
 		Timeout: guestTimeout,
 	})
