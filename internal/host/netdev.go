@@ -128,7 +128,7 @@ func (rd *fileReader) device(ifc *Interface, dev string) {
 // pciFunction returns the PCI device at or above resolved sysfs device path
 // dev, or "".
 func (rd *fileReader) pciFunction(dev string) string {
-	for p, i := dev, 0; i < 4 && strings.HasPrefix(p, "/sys/devices/"); p, i = path.Dir(p), i+1 {
+	for p, i := dev, 0; i < 6 && strings.HasPrefix(p, "/sys/devices/"); p, i = path.Dir(p), i+1 {
 		if rd.linkBase(p+"/subsystem") == "pci" {
 			return p
 		}

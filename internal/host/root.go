@@ -60,7 +60,9 @@ func clean(p string) string { return path.Clean("/" + p) }
 // both correct and cheaper.
 func (r Root) resolve(op, p string, followLast bool) (string, error) {
 	p = clean(p)
-	if r.Live() && r.rec == nil {
+	if r.Live() && (r.rec == nil || p == "/proc/net" || strings.HasPrefix(p, "/proc/net/")) {
+		// /proc/net links to self/net, whose target is our own pid: a capture
+		// keeps it as plain /proc/net rather than recording the pid.
 		return p, nil
 	}
 	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
