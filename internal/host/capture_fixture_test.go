@@ -45,7 +45,9 @@ func TestCaptureVirtioFixture(t *testing.T) {
 }
 
 // virtual devices created by other sessions' tests, not part of the VM.
-func incidental(name string) bool { return strings.HasPrefix(name, "ifb") || strings.HasPrefix(name, "veth") }
+func incidental(name string) bool {
+	return strings.HasPrefix(name, "ifb") || strings.HasPrefix(name, "veth")
+}
 
 func sanitizeVirtio(t *testing.T, dir string, nl *StaticNetlink) {
 	t.Helper()

@@ -134,8 +134,8 @@ type cpu struct {
 
 // irq is one interrupt of the model.
 type irq struct {
-	num         int
-	name        string
+	num  int
+	name string
 	chip string
 	// hwirq is "N-flow" since 4.x; 3.10 prints no hwirq, only "chip-flow".
 	hwirq, flow string

@@ -151,12 +151,12 @@ var sysctlSince = map[string][2]int{
 func (g *gen) sysctlDefaults() map[string]string {
 	d := map[string]string{
 		"net.core.rmem_max": "212992", "net.core.wmem_max": "212992",
-		"net.core.default_qdisc":         "pfifo_fast",
-		"net.ipv4.tcp_congestion_control": "cubic",
+		"net.core.default_qdisc":                  "pfifo_fast",
+		"net.ipv4.tcp_congestion_control":         "cubic",
 		"net.ipv4.tcp_allowed_congestion_control": "reno cubic",
-		"net.ipv4.tcp_wmem": "4096 16384 4194304",
-		"net.ipv4.tcp_rmem": "4096 131072 6291456",
-		"net.ipv4.tcp_fastopen": "1", "net.ipv4.tcp_tw_reuse": "2",
+		"net.ipv4.tcp_wmem":                       "4096 16384 4194304",
+		"net.ipv4.tcp_rmem":                       "4096 131072 6291456",
+		"net.ipv4.tcp_fastopen":                   "1", "net.ipv4.tcp_tw_reuse": "2",
 		"net.ipv4.tcp_limit_output_bytes": "1048576",
 		"net.core.somaxconn":              "4096",
 		"net.ipv4.tcp_available_ulp":      "",

@@ -88,7 +88,7 @@ func DualI40E() *Spec {
 			{Ctrl: "nvme0", PCI: "0000:5e:00.0", Node: 0, IOQueues: 40, Scheduler: "[none] mq-deadline kyber bfq", NrRequests: 1023},
 			{Ctrl: "nvme1", PCI: "0000:d8:00.0", Node: 1, IOQueues: 40, Scheduler: "[none] mq-deadline kyber bfq", NrRequests: 1023},
 		},
-		SATA: []SATA{{Name: "sda", PCI: "0000:00:17.0", Node: 0, Scheduler: "[mq-deadline] kyber bfq none", NrRequests: 64}},
+		SATA:       []SATA{{Name: "sda", PCI: "0000:00:17.0", Node: 0, Scheduler: "[mq-deadline] kyber bfq none", NrRequests: 64}},
 		IRQBalance: &IRQBalance{Running: true, PID: 1432, ConfigPath: "/etc/sysconfig/irqbalance", Config: sysconfigIRQBalance("")},
 		THP:        "always", THPDefrag: "madvise", Systemd: true,
 		Sysctls: map[string]string{
