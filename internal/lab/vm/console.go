@@ -243,3 +243,15 @@ func (c *console) tail(n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// panicLine returns the kernel's "Kernel panic - not syncing: …" line, if the
+// console showed one.
+func (c *console) panicLine() string {
+	all := c.all.String()
+	i := strings.Index(all, "Kernel panic")
+	if i < 0 {
+		return ""
+	}
+	line, _, _ := strings.Cut(all[i:], "\n")
+	return line
+}

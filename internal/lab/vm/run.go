@@ -623,8 +623,12 @@ func runQEMU(ctx context.Context, cfg Config, qemu string, args []string, nonce 
 		}
 		return fmt.Errorf("vm: %w", ctxErr)
 	case !con.exited:
-		return fmt.Errorf("vm: %w (kernel panic, init failure or qemu error; booted: %v, qemu: %v %s); console tail:\n%s",
-			ErrNoExit, con.started, waitErr, strings.TrimSpace(stderr.String()), con.tail(30))
+		why := "kernel panic, init failure or qemu error"
+		if p := con.panicLine(); p != "" {
+			why = p
+		}
+		return fmt.Errorf("vm: %w (%s; booted: %v, qemu: %v %s); console tail:\n%s",
+			ErrNoExit, why, con.started, waitErr, strings.TrimSpace(stderr.String()), con.tail(30))
 	case len(con.fileErrs) > 0:
 		return fmt.Errorf("vm: /out transfer: %s", strings.Join(con.fileErrs, "; "))
 	case !con.done:

@@ -175,6 +175,16 @@ func TestIntegrationVMTimeoutAndSetupErrors(t *testing.T) {
 			t.Errorf("ExitCode %d, Output %q, Files %v", res.ExitCode, res.Output, res.Files)
 		}
 	})
+	t.Run("kernel panic", func(t *testing.T) {
+		res, err := Run(ctx, Config{Kernel: k, NoDefaultModules: true},
+			Command{Script: "echo c > /proc/sysrq-trigger; sleep 60"})
+		if !errors.Is(err, ErrNoExit) || !strings.Contains(err.Error(), "Kernel panic") {
+			t.Fatalf("Run error = %v, want ErrNoExit with the panic in the console tail", err)
+		}
+		if res.ExitCode != -1 {
+			t.Errorf("ExitCode = %d, want -1", res.ExitCode)
+		}
+	})
 	t.Run("host deadline kills qemu", func(t *testing.T) {
 		// The host-side deadline ends the run when the guest never reports,
 		// and qemu is gone when Run returns.
