@@ -1,0 +1,234 @@
+package knob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysctlKnob is /proc/sys/<name with dots as slashes>. Values are compared with
+// whitespace collapsed: the kernel prints tcp_rmem with tabs, people write spaces.
+type sysctlKnob struct {
+	sys  *System
+	name string
+}
+
+// SysctlPath maps a sysctl name to its /proc/sys path. Dots separate levels; a
+// slash in a name stands for a dot inside one level (interface "eth0.100"
+// appears as net.ipv4.conf.eth0/100.rp_filter), as sysctl(8) writes it.
+func SysctlPath(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = strings.ReplaceAll(p, "/", ".")
+	}
+	return "/proc/sys/" + strings.Join(parts, "/")
+}
+
+func newSysctl(sys *System, name string) (Knob, error) {
+	if name == "" || strings.Contains(name, "..") || strings.HasPrefix(name, ".") {
+		return nil, fmt.Errorf("sysctl %q: bad name", name)
+	}
+	return &sysctlKnob{sys: sys, name: name}, nil
+}
+
+func (k *sysctlKnob) ID() string { return "sysctl/" + k.name }
+
+func (k *sysctlKnob) Read(ctx context.Context) (string, error) {
+	b, err := os.ReadFile(k.sys.path(SysctlPath(k.name)))
+	if err != nil {
+		return "", fmt.Errorf("sysctl %s: read: %w", k.name, wrapNotExist(err))
+	}
+	return NormalizeSysctl(string(b)), nil
+}
+
+func (k *sysctlKnob) Write(ctx context.Context, value string) error {
+	if err := writeExisting(k.sys.path(SysctlPath(k.name)), value+"\n"); err != nil {
+		return fmt.Errorf("sysctl %s: write %q: %w", k.name, value, err)
+	}
+	return nil
+}
+
+func (k *sysctlKnob) Satisfied(live, desired string) bool {
+	return NormalizeSysctl(live) == NormalizeSysctl(desired)
+}
+
+// NormalizeSysctl collapses runs of whitespace to one space and trims.
+func NormalizeSysctl(v string) string { return strings.Join(strings.Fields(v), " ") }
+
+// sysfsKnob is a plain file below /sys. Bracketed choice lists
+// ("always madvise [never]") read as the selected word.
+type sysfsKnob struct {
+	sys  *System
+	path string
+}
+
+func newSysfs(sys *System, rest string) (Knob, error) {
+	clean := filepath.Clean("/" + rest)
+	if clean != "/"+rest {
+		return nil, fmt.Errorf("sysfs %q: bad path", rest)
+	}
+	return &sysfsKnob{sys: sys, path: rest}, nil
+}
+
+func (k *sysfsKnob) ID() string { return "sysfs/" + k.path }
+
+func (k *sysfsKnob) Read(ctx context.Context) (string, error) {
+	b, err := os.ReadFile(k.sys.path("/sys/" + k.path))
+	if err != nil {
+		return "", fmt.Errorf("sysfs %s: read: %w", k.path, wrapNotExist(err))
+	}
+	return SelectedWord(string(b)), nil
+}
+
+func (k *sysfsKnob) Write(ctx context.Context, value string) error {
+	if err := writeExisting(k.sys.path("/sys/"+k.path), value); err != nil {
+		return fmt.Errorf("sysfs %s: write %q: %w", k.path, value, err)
+	}
+	return nil
+}
+
+func (k *sysfsKnob) Satisfied(live, desired string) bool {
+	return strings.TrimSpace(live) == strings.TrimSpace(desired)
+}
+
+// SelectedWord returns the bracketed word of a sysfs choice list, or the trimmed
+// content when there is none.
+func SelectedWord(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		if j := strings.IndexByte(s[i:], ']'); j > 0 {
+			return s[i+1 : i+j]
+		}
+	}
+	return s
+}
+
+// writeExisting writes to a kernel file that must already exist (never creates
+// one: a typo in a sysctl name must not leave a stray file in a captured tree).
+func writeExisting(path, content string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return wrapNotExist(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return mapErrno(err)
+	}
+	return mapErrno(f.Close())
+}
+
+func wrapNotExist(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (%w)", ErrNotSupported, fs.ErrNotExist)
+	}
+	return mapErrno(err)
+}
+
+// mapErrno makes kernel refusals recognisable with errors.Is while keeping the
+// errno in the message.
+func mapErrno(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w (%w)", ErrNotSupported, err)
+	}
+	return err
+}
+
+// fileKnob is a configuration file lowlat owns (/etc/sysctl.d/99-lowlat.conf, a
+// systemd unit). Its value is the whole content, or Absent.
+type fileKnob struct {
+	sys  *System
+	path string
+}
+
+func newFile(sys *System, path string) (Knob, error) {
+	if filepath.Clean(path) != path || !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("file %q: bad path", path)
+	}
+	return &fileKnob{sys: sys, path: path}, nil
+}
+
+func (k *fileKnob) ID() string { return "file" + k.path }
+
+func (k *fileKnob) Read(ctx context.Context) (string, error) {
+	b, err := os.ReadFile(k.sys.path(k.path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Absent, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("file %s: read: %w", k.path, err)
+	}
+	return string(b), nil
+}
+
+// Write replaces the file atomically (temp file, fsync, rename, fsync dir), or
+// removes it for Absent, so a crash leaves either the old or the new content.
+func (k *fileKnob) Write(ctx context.Context, value string) error {
+	p := k.sys.path(k.path)
+	if value == Absent {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file %s: remove: %w", k.path, err)
+		}
+		return syncDir(filepath.Dir(p))
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("file %s: %w", k.path, err)
+	}
+	if err := WriteFileAtomic(p, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("file %s: %w", k.path, err)
+	}
+	return nil
+}
+
+func (k *fileKnob) Satisfied(live, desired string) bool { return live == desired }
+
+// WriteFileAtomic writes data to path via a temporary file in the same
+// directory, fsyncs it, renames it into place and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return nil
+}

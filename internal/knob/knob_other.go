@@ -1,0 +1,16 @@
+//go:build !linux
+
+package knob
+
+import (
+	"fmt"
+	"runtime"
+)
+
+func newQdisc(sys *System, rest string) (Knob, error) {
+	return nil, fmt.Errorf("qdisc knobs: %w on %s", ErrNotSupported, runtime.GOOS)
+}
+
+func newRoute(sys *System, rest string) (Knob, error) {
+	return nil, fmt.Errorf("route knobs: %w on %s", ErrNotSupported, runtime.GOOS)
+}
