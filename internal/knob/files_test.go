@@ -25,7 +25,7 @@ func writeTree(t *testing.T, files map[string]string) *System {
 
 func TestSysctlKnob(t *testing.T) {
 	sys := writeTree(t, map[string]string{
-		"/proc/sys/net/ipv4/tcp_rmem":               "4096\t131072\t6291456\n",
+		"/proc/sys/net/ipv4/tcp_rmem":                "4096\t131072\t6291456\n",
 		"/proc/sys/net/ipv4/conf/eth0.100/rp_filter": "1\n",
 	})
 	ctx := context.Background()
