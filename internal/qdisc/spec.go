@@ -648,6 +648,17 @@ func sameValue(k kind, key, a, b string) bool {
 		if p.key != key {
 			continue
 		}
+		if p.typ == tTime {
+			// The kernel keeps times in its own units (codel: 1024 ns, tbf and
+			// netem: scheduler ticks), so 5ms comes back as 4999us.
+			x, err1 := ParseTime(a)
+			y, err2 := ParseTime(b)
+			if err1 != nil || err2 != nil {
+				return false
+			}
+			diff := math.Abs(float64(x - y))
+			return diff <= float64(2*time.Microsecond) || diff <= 0.001*math.Max(float64(x), float64(y))
+		}
 		if p.fuzzy {
 			x, err1 := ParseSize(a)
 			y, err2 := ParseSize(b)

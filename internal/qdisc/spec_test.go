@@ -77,6 +77,8 @@ func TestSatisfies(t *testing.T) {
 		{"fq_codel", true},
 		{"fq_codel target 5ms", true},
 		{"fq_codel target 5000us", true},
+		{"fq_codel target 5001us", true}, // kernel codel time units are 1024 ns
+		{"fq_codel target 5100us", false},
 		{"fq_codel target 8ms", false},
 		{"fq_codel limit 10240 flows 1024", true},
 		{"cake", false},
