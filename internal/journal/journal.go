@@ -81,6 +81,8 @@ type Meta struct {
 	Args      []string          `json:"args,omitempty"`
 	ConfirmBy *time.Time        `json:"confirm_by,omitempty"`
 	Persist   bool              `json:"persist,omitempty"`
+	// WatchdogPID is the dead-man process of a --confirm apply.
+	WatchdogPID int `json:"watchdog_pid,omitempty"`
 }
 
 // Errors callers can test for with errors.Is.

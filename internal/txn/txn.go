@@ -1,0 +1,244 @@
+// Package txn applies a plan's changes as one journaled transaction and undoes
+// it: every knob's previous value is appended to the journal and fsynced before
+// the knob is written, each write is read back, and the first failure rolls the
+// whole transaction back. Rollback restores the recorded previous values in
+// reverse order and verifies each one exactly. Status replays the journal,
+// recovers an apply that died part-way, and reports drift: knobs whose live
+// value no longer matches what was applied.
+//
+// The engine decides nothing about what to change (that is the plan package)
+// and prints nothing (that is the CLI).
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/knob"
+)
+
+// Change is one knob to set.
+type Change struct {
+	Knob  string
+	Value string
+}
+
+// Item is one knob in a result.
+type Item struct {
+	Knob   string `json:"knob"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Result is what apply and rollback report.
+type Result struct {
+	Txn     string   `json:"txn"`
+	Changed []Item   `json:"changed"`
+	Failed  []Item   `json:"failed"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// Engine runs transactions against a journal and a system.
+type Engine struct {
+	JournalPath string
+	Sys         *knob.System
+	// BootID identifies the current boot (/proc/sys/kernel/random/boot_id).
+	BootID string
+	Now    func() time.Time
+	// StartWatchdog launches the dead-man process for a --confirm apply; it
+	// returns the watchdog's pid. Nil means confirm is unavailable.
+	StartWatchdog func(txn string, deadline time.Time) (int, error)
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// ApplyError is a failed apply: which knob, why, and what the rollback did.
+type ApplyError struct {
+	Txn        string
+	Knob       string
+	Err        error
+	RolledBack int
+	// RollbackFailed lists knobs the automatic rollback could not restore.
+	RollbackFailed []Item
+}
+
+func (e *ApplyError) Error() string {
+	msg := fmt.Sprintf("%v; rolled back %d change(s) of transaction %s", e.Err, e.RolledBack, e.Txn)
+	if len(e.RollbackFailed) > 0 {
+		msg += fmt.Sprintf(", but %d could not be restored (run lowlat rollback)", len(e.RollbackFailed))
+	}
+	return msg
+}
+
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// Apply journals and applies changes as one transaction. Before anything is
+// written it validates every value and refuses to start while the journal holds
+// an unfinished transaction, a torn record or an unconfirmed change.
+func (e *Engine) Apply(ctx context.Context, changes []Change, meta journal.Meta) (*Result, error) {
+	knobs := make([]knob.Knob, len(changes))
+	for i, c := range changes {
+		k, err := knob.New(e.Sys, c.Knob)
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := k.(knob.Validator); ok {
+			if err := v.Validate(c.Value); err != nil {
+				return nil, fmt.Errorf("%s: %w", c.Knob, err)
+			}
+		}
+		knobs[i] = k
+	}
+	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	st, err := j.Load()
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseDirty(st, j.Path()); err != nil {
+		return nil, err
+	}
+	id := journal.NewTxnID(e.now())
+	res := &Result{Txn: id, Changed: []Item{}, Failed: []Item{}}
+	if len(changes) == 0 {
+		res.Txn = ""
+		return res, nil
+	}
+	meta.PID = os.Getpid()
+	meta.BootID = e.BootID
+	if meta.ConfirmBy != nil {
+		if e.StartWatchdog == nil {
+			return nil, errors.New("apply --confirm: no watchdog available")
+		}
+		// The watchdog starts before the first write, so even an apply that
+		// hangs or is killed is rolled back at the deadline.
+		pid, err := e.StartWatchdog(id, *meta.ConfirmBy)
+		if err != nil {
+			return nil, fmt.Errorf("apply --confirm: start watchdog: %w", err)
+		}
+		meta.WatchdogPID = pid
+	}
+	if err := j.Append(journal.Record{Type: journal.TypeBegin, Txn: id, Meta: &meta}); err != nil {
+		return nil, err
+	}
+	var done []journal.Intent
+	for i, c := range changes {
+		k := knobs[i]
+		before, err := k.Read(ctx)
+		if err != nil {
+			return nil, e.abort(ctx, j, id, done, c.Knob, fmt.Errorf("%s: read current value: %w", c.Knob, err))
+		}
+		in := journal.Intent{Seq: i + 1, Knob: c.Knob, Before: before, After: c.Value}
+		if err := j.Append(journal.Record{Type: journal.TypeIntent, Txn: id, Seq: in.Seq, Knob: in.Knob, Before: before, After: c.Value}); err != nil {
+			return nil, e.abort(ctx, j, id, done, c.Knob, err)
+		}
+		crashPoint("intent", i+1)
+		done = append(done, in)
+		if err := ctx.Err(); err != nil {
+			return nil, e.abort(ctx, j, id, done, c.Knob, fmt.Errorf("interrupted before %s: %w", c.Knob, err))
+		}
+		if err := k.Write(ctx, c.Value); err != nil {
+			return nil, e.abort(ctx, j, id, done, c.Knob, err)
+		}
+		crashPoint("write", i+1)
+		if err := knob.Verify(ctx, k, c.Value); err != nil {
+			return nil, e.abort(ctx, j, id, done, c.Knob, err)
+		}
+		res.Changed = append(res.Changed, Item{Knob: c.Knob, Before: before, After: c.Value})
+	}
+	if err := j.Append(journal.Record{Type: journal.TypeCommit, Txn: id}); err != nil {
+		return nil, e.abort(ctx, j, id, done, "", err)
+	}
+	return res, nil
+}
+
+// refuseDirty stops an apply when the journal needs attention first.
+func refuseDirty(st *journal.State, path string) error {
+	if st.Torn != nil {
+		return fmt.Errorf("journal %s: %s; an earlier lowlat was killed while writing it: run 'lowlat rollback' to recover first", path, st.Torn)
+	}
+	if inc := st.Incomplete(); len(inc) > 0 {
+		return fmt.Errorf("transaction %s did not finish (an apply or rollback was interrupted): run 'lowlat rollback' to restore it first", inc[0].ID)
+	}
+	for _, t := range st.Active() {
+		if t.PendingConfirm() {
+			return fmt.Errorf("transaction %s awaits confirmation until %s: run 'lowlat confirm' or 'lowlat rollback' first", t.ID, t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
+		}
+	}
+	return nil
+}
+
+// abort restores what this apply changed and records the failure.
+func (e *Engine) abort(ctx context.Context, j *journal.Journal, id string, done []journal.Intent, knobID string, cause error) error {
+	// Restoring must not be cut short by the cancellation that may have caused
+	// the abort.
+	rctx := context.WithoutCancel(ctx)
+	failed := e.restore(rctx, j, id, done)
+	msg := cause.Error()
+	if err := j.Append(journal.Record{Type: journal.TypeAbort, Txn: id, Knob: knobID, Error: msg, Failed: knobsOf(failed)}); err != nil {
+		return fmt.Errorf("%v; and recording the abort failed: %w", cause, err)
+	}
+	return &ApplyError{Txn: id, Knob: knobID, Err: cause, RolledBack: len(done) - len(failed), RollbackFailed: failed}
+}
+
+// restore writes every intent's previous value back, newest first, verifying
+// each exactly, and journals each success. It keeps going after a failure.
+func (e *Engine) restore(ctx context.Context, j *journal.Journal, id string, intents []journal.Intent) []Item {
+	var failed []Item
+	for i := len(intents) - 1; i >= 0; i-- {
+		in := intents[i]
+		if err := restoreOne(ctx, e.Sys, in); err != nil {
+			failed = append(failed, Item{Knob: in.Knob, Before: in.Before, After: in.After, Error: err.Error()})
+			continue
+		}
+		if err := j.Append(journal.Record{Type: journal.TypeRestored, Txn: id, Seq: in.Seq, Knob: in.Knob}); err != nil {
+			failed = append(failed, Item{Knob: in.Knob, Error: err.Error()})
+		}
+	}
+	return failed
+}
+
+func restoreOne(ctx context.Context, sys *knob.System, in journal.Intent) error {
+	k, err := knob.New(sys, in.Knob)
+	if err != nil {
+		return err
+	}
+	// Skip the write when the value is already the recorded one: an intent
+	// whose write never happened (killed between journal and write) restores
+	// to what is already there.
+	if live, err := k.Read(ctx); err == nil && knob.Same(k, live, in.Before) {
+		return nil
+	}
+	if err := k.Write(ctx, in.Before); err != nil {
+		return err
+	}
+	live, err := k.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: read back: %w", in.Knob, err)
+	}
+	if !knob.Same(k, live, in.Before) {
+		return fmt.Errorf("%s: restored %q but the kernel reports %q", in.Knob, in.Before, live)
+	}
+	return nil
+}
+
+func knobsOf(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Knob)
+	}
+	return out
+}

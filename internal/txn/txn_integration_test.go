@@ -1,0 +1,239 @@
+//go:build linux
+
+package txn_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/testnet"
+	"github.com/lowlat/lowlat/internal/txn"
+	"github.com/vishvananda/netlink"
+)
+
+func TestMain(m *testing.M) { testnet.Main(m) }
+
+// snapshot is everything a transaction may touch in a namespace, taken with
+// tools independent of lowlat: every readable net.* sysctl, tc's qdisc list and
+// ip's route list.
+func snapshot(t *testing.T, ns *testnet.NS) string {
+	t.Helper()
+	var b strings.Builder
+	var lines []string
+	err := ns.Do(func() error {
+		return filepath.Walk("/proc/sys/net", func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() || info.Mode()&0o444 == 0 {
+				return nil
+			}
+			if strings.Contains(p, "stable_secret") || strings.HasSuffix(p, "/flush") {
+				return nil
+			}
+			v, err := os.ReadFile(p)
+			if err == nil {
+				lines = append(lines, p+"="+strings.Join(strings.Fields(string(v)), " "))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	b.WriteString(strings.Join(lines, "\n"))
+	for _, args := range [][]string{{"tc", "-j", "qdisc", "show"}, {"tc", "-j", "filter", "show", "dev", "v0", "ingress"}, {"ip", "-d", "-j", "route", "show", "table", "all"}, {"ip", "-d", "-j", "link", "show"}} {
+		if _, err := exec.LookPath(args[0]); err != nil {
+			t.Skipf("%s not installed: cannot cross-check", args[0])
+		}
+		out, err := ns.Command(args[0], args[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		b.WriteString("\n")
+		b.Write(out)
+	}
+	return b.String()
+}
+
+func setup(t *testing.T) (*testnet.NS, *txn.Engine) {
+	ns := testnet.New(t)
+	ns.Veth(t, "v0", "v1", nil, 1)
+	if err := ns.Do(func() error {
+		l, _ := netlink.LinkByName("v0")
+		addr, _ := netlink.ParseAddr("10.9.0.1/24")
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return err
+		}
+		_, dst, _ := net.ParseCIDR("0.0.0.0/0")
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Gw: net.ParseIP("10.9.0.254")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, &txn.Engine{JournalPath: filepath.Join(t.TempDir(), "journal"), Sys: knob.Live, BootID: "test-boot"}
+}
+
+var changes = []txn.Change{
+	{Knob: "qdisc/v0/root", Value: "htb rate 20mbit leaf { pfifo limit 200 }"},
+	{Knob: "qdisc/v0/ingress", Value: "tbf rate 20mbit burst 20k latency 20ms"},
+	{Knob: "route/default/main/initcwnd", Value: "40"},
+	{Knob: "route/10.9.0.0/24/main/initrwnd", Value: "40"},
+	{Knob: "sysctl/net.ipv4.tcp_congestion_control", Value: "bbr"},
+	{Knob: "sysctl/net.ipv4.tcp_slow_start_after_idle", Value: "0"},
+	{Knob: "sysctl/net.ipv4.tcp_rmem", Value: "4096 87380 4194304"},
+	{Knob: "sysctl/net.core.somaxconn", Value: "1024"},
+}
+
+func TestIntegrationApplyStatusRollback(t *testing.T) {
+	ns, eng := setup(t)
+	ctx := context.Background()
+	before := snapshot(t, ns)
+	var res *txn.Result
+	var rep *txn.StatusReport
+	err := ns.Do(func() (err error) {
+		if res, err = eng.Apply(ctx, changes, journal.Meta{Profile: "test"}); err != nil {
+			return err
+		}
+		rep, err = eng.Status(ctx, txn.StatusOptions{Recover: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed) != len(changes) || len(res.Failed) != 0 {
+		t.Fatalf("apply result %+v", res)
+	}
+	if rep.Txn == nil || *rep.Txn != res.Txn || len(rep.Drift) != 0 || rep.Checked != len(changes) {
+		t.Fatalf("status right after apply: %+v", rep)
+	}
+	if snapshot(t, ns) == before {
+		t.Fatal("apply changed nothing visible")
+	}
+	// Drift: something else resets a sysctl behind lowlat's back.
+	err = ns.Do(func() error {
+		if err := os.WriteFile("/proc/sys/net/core/somaxconn", []byte("4096"), 0); err != nil {
+			return err
+		}
+		rep, err = eng.Status(ctx, txn.StatusOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Drift) != 1 || rep.Drift[0].Knob != "sysctl/net.core.somaxconn" || rep.Drift[0].Live != "4096" || rep.Drift[0].Applied != "1024" {
+		t.Fatalf("drift = %+v", rep.Drift)
+	}
+	err = ns.Do(func() error {
+		os.WriteFile("/proc/sys/net/core/somaxconn", []byte("1024"), 0)
+		res, err = eng.Rollback(ctx, txn.RollbackOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, ns); after != before {
+		t.Errorf("not byte-identical after rollback:\n%s", diffLines(before, after))
+	}
+	err = ns.Do(func() (err error) {
+		rep, err = eng.Status(ctx, txn.StatusOptions{})
+		return err
+	})
+	if err != nil || rep.Txn != nil || len(rep.Drift) != 0 {
+		t.Fatalf("status after rollback: %+v, %v", rep, err)
+	}
+}
+
+// TestIntegrationFailedKnobRollsBackAll makes the fifth write fail (the kernel
+// refuses an unknown congestion control) and checks the four before it were
+// restored and the error names the knob.
+func TestIntegrationFailedKnobRollsBackAll(t *testing.T) {
+	ns, eng := setup(t)
+	before := snapshot(t, ns)
+	bad := append([]txn.Change(nil), changes...)
+	bad[4] = txn.Change{Knob: "sysctl/net.ipv4.tcp_congestion_control", Value: "no-such-cc"}
+	var err error
+	nsErr := ns.Do(func() error {
+		_, err = eng.Apply(context.Background(), bad, journal.Meta{})
+		return nil
+	})
+	if nsErr != nil {
+		t.Fatal(nsErr)
+	}
+	var ae *txn.ApplyError
+	if !errors.As(err, &ae) || ae.Knob != "sysctl/net.ipv4.tcp_congestion_control" || ae.RolledBack != 5 || !strings.Contains(err.Error(), "no such file") && !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("apply error = %v (%+v)", err, ae)
+	}
+	if after := snapshot(t, ns); after != before {
+		t.Errorf("a failed apply left changes behind:\n%s", diffLines(before, after))
+	}
+	st := loadState(t, eng.JournalPath)
+	if tx := st.Txns[0]; tx.Status != journal.Aborted {
+		t.Errorf("journal says %s, want aborted", tx.Status)
+	}
+}
+
+func TestIntegrationValidationBeforeAnyWrite(t *testing.T) {
+	ns, eng := setup(t)
+	before := snapshot(t, ns)
+	bad := append([]txn.Change(nil), changes...)
+	bad = append(bad, txn.Change{Knob: "qdisc/v0/root", Value: "fq_codl"})
+	var err error
+	ns.Do(func() error { _, err = eng.Apply(context.Background(), bad, journal.Meta{}); return nil })
+	if err == nil || !strings.Contains(err.Error(), `unknown qdisc kind "fq_codl"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if after := snapshot(t, ns); after != before {
+		t.Error("validation failure changed the host")
+	}
+	if _, err := os.Stat(eng.JournalPath); err == nil {
+		if st := loadState(t, eng.JournalPath); len(st.Txns) != 0 {
+			t.Error("a refused apply must not begin a transaction")
+		}
+	}
+}
+
+func loadState(t *testing.T, path string) *journal.State {
+	t.Helper()
+	j, err := journal.Open(path, journal.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	st, err := j.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func diffLines(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	set := map[string]bool{}
+	for _, l := range al {
+		set[l] = true
+	}
+	var out bytes.Buffer
+	for _, l := range bl {
+		if !set[l] {
+			out.WriteString("+ " + l + "\n")
+		}
+	}
+	set = map[string]bool{}
+	for _, l := range bl {
+		set[l] = true
+	}
+	for _, l := range al {
+		if !set[l] {
+			out.WriteString("- " + l + "\n")
+		}
+	}
+	return out.String()
+}
