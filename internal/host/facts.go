@@ -146,6 +146,11 @@ type Qdisc struct {
 	// (limit=10240 target=5ms ...). See the knob package for the spec grammar.
 	Options map[string]string `json:"options,omitempty"`
 	Stats   QdiscStats        `json:"stats"`
+	// Spec is, on a root qdisc read live, the whole assembled configuration in
+	// the qdisc package's canonical form (children, shaper class and leaf
+	// included) exactly as the qdisc knob reads it, so plans computed from facts
+	// compare with the same value apply will see.
+	Spec string `json:"spec,omitempty"`
 }
 
 // QdiscStats are the counters of tc -s qdisc.
