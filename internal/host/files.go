@@ -54,7 +54,17 @@ func (rd *fileReader) readAll() {
 	if f.Sysfs == nil {
 		f.Sysfs = Sysfs{}
 	}
-	rd.sysctls()
+	// The net.* sysctl walk is a thousand small reads that depend on nothing
+	// else: it runs beside the other readers, on its own fileReader so that
+	// neither touches the other's state, and is merged before the kernel
+	// support checks that use it.
+	walk := &fileReader{r: rd.r, f: &Facts{Sysctls: map[string]string{}}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		walk.walkSysctls("/proc/sys/net", "net")
+	}()
+	rd.extraSysctls()
 	rd.kernelBasics()
 	rd.cpus()
 	rd.interrupts()
@@ -66,7 +76,29 @@ func (rd *fileReader) readAll() {
 	rd.irqbalance()
 	rd.block()
 	rd.systemd()
+	<-done
+	rd.merge(walk)
 	rd.kernelSupport()
+}
+
+// merge takes over the sysctls and errors another reader collected.
+func (rd *fileReader) merge(o *fileReader) {
+	for k, v := range o.f.Sysctls {
+		rd.f.Sysctls[k] = v
+	}
+	rd.f.Errors = append(rd.f.Errors, o.f.Errors...)
+	for _, p := range o.groupOrder {
+		g := o.groups[p]
+		if rd.groups == nil {
+			rd.groups = map[string]*errGroup{}
+		}
+		if mine := rd.groups[p]; mine != nil {
+			mine.n += g.n
+			continue
+		}
+		rd.groups[p] = g
+		rd.groupOrder = append(rd.groupOrder, p)
+	}
 }
 
 // reason is the part of an error worth recording next to its source: the

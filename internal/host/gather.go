@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,12 +33,13 @@ type Source struct {
 
 // OpenRoot returns the Source for a captured or fixture tree at dir: its files,
 // and, when dir holds a lowlat-netlink.json, that file standing in for netlink
-// and ethtool. For "" or "/" it returns the live root with no netlink or
-// ethtool reader; the caller adds the live ones.
+// and ethtool. For "" or "/" it returns the running host with the live
+// rtnetlink and ethtool readers.
 func OpenRoot(dir string) (Source, error) {
-	r := Root{Dir: dir}
+	r := NewRoot(dir)
 	if r.Live() {
-		return Source{Root: Root{}, Live: true}, nil
+		nl, et := liveReaders()
+		return Source{Root: Root{}, Netlink: nl, Ethtool: et, Live: true}, nil
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -171,9 +173,8 @@ func cmpHandle(a, b string) int {
 
 func splitHandle(h string) (uint64, uint64) {
 	maj, min, _ := strings.Cut(h, ":")
-	var a, b uint64
-	fmt.Sscanf(maj, "%x", &a)
-	fmt.Sscanf(min, "%x", &b)
+	a, _ := strconv.ParseUint(maj, 16, 32)
+	b, _ := strconv.ParseUint(min, 16, 32)
 	return a, b
 }
 

@@ -248,3 +248,25 @@ func checkConsistent(t *testing.T, f *host.Facts) {
 		}
 	}
 }
+
+// TestFixturesMatchGenerator keeps the committed trees in step with hostgen:
+// gathering a tree from disk must give what the generator's in-memory tree
+// gives. Regenerate with go test ./internal/host/hostgen -write-fixtures.
+func TestFixturesMatchGenerator(t *testing.T) {
+	for _, s := range hostgen.Fixtures() {
+		t.Run(s.Name, func(t *testing.T) {
+			disk := gatherTree(t, filepath.Join("testdata", "hosts", s.Name))
+			mem, err := s.Facts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem.Tool, mem.CapturedAt, mem.Source = disk.Tool, disk.CapturedAt, disk.Source
+			var a, b bytes.Buffer
+			host.Save(&a, disk)
+			host.Save(&b, mem)
+			if a.String() != b.String() {
+				t.Errorf("tree on disk differs from hostgen (-disk +generated):\n%s", lineDiff(a.String(), b.String()))
+			}
+		})
+	}
+}

@@ -93,9 +93,6 @@ func (rd *fileReader) kernelBasics() {
 			rd.f.Hostname = trimValue(b)
 		}
 	}
-	if s := rd.f.Sysctls["net.ipv4.tcp_available_congestion_control"]; s != "" {
-		k.CongestionAvailable = strings.Fields(s)
-	}
 }
 
 // kernelSupport reads the kernel config and module tree and works out which
@@ -103,6 +100,9 @@ func (rd *fileReader) kernelBasics() {
 // qdiscs in use on interfaces count as evidence.
 func (rd *fileReader) kernelSupport() {
 	k := &rd.f.Kernel
+	if s := rd.f.Sysctls["net.ipv4.tcp_available_congestion_control"]; s != "" {
+		k.CongestionAvailable = strings.Fields(s)
+	}
 	rd.kernelConfig()
 	rd.modules()
 	k.CongestionModules = rd.congestionModules()

@@ -28,13 +28,48 @@ type Root struct {
 	// rec, when set, remembers every file, link and directory read so that
 	// CaptureTree can copy exactly what lowlat looked at.
 	rec *recorder
+	// mem, when set, serves the tree from memory (MemTree) instead of Dir.
+	mem *MemTree
+	// dirs caches resolved directories of a tree (see NewRoot), so reading
+	// a thousand files below one directory resolves its links once.
+	dirs *dirCache
+}
+
+// NewRoot returns a Root for dir with a cache of resolved directories: the
+// form to use for reading a tree more than a few files deep. A Root{Dir: dir}
+// literal works too, resolving every path from the top. The cache assumes the
+// tree does not change while it is read.
+func NewRoot(dir string) Root {
+	r := Root{Dir: dir}
+	if !r.Live() {
+		r.dirs = &dirCache{m: map[string]string{}}
+	}
+	return r
+}
+
+type dirCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *dirCache) get(dir string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rd, ok := c.m[dir]
+	return rd, ok
+}
+
+func (c *dirCache) put(dir, resolved string) {
+	c.mu.Lock()
+	c.m[dir] = resolved
+	c.mu.Unlock()
 }
 
 // maxLinks bounds symlink resolution like the kernel's MAXSYMLINKS.
 const maxLinks = 40
 
 // Live reports whether r is the running host rather than a tree.
-func (r Root) Live() bool { return r.Dir == "" || r.Dir == "/" }
+func (r Root) Live() bool { return r.mem == nil && (r.Dir == "" || r.Dir == "/") }
 
 func (r Root) String() string {
 	if r.Live() {
@@ -45,7 +80,7 @@ func (r Root) String() string {
 
 // osPath maps an already-resolved host path to the path on this machine.
 func (r Root) osPath(p string) string {
-	if r.Live() {
+	if r.Live() || r.mem != nil {
 		return p
 	}
 	return filepath.Join(r.Dir, filepath.FromSlash(p))
@@ -65,8 +100,25 @@ func (r Root) resolve(op, p string, followLast bool) (string, error) {
 		// keeps it as plain /proc/net rather than recording the pid.
 		return p, nil
 	}
-	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	resolved := "/"
+	// With a cache (and no recorder, which must see every link), resolve the
+	// parent directory once and walk only the last element.
+	if r.dirs != nil && r.rec == nil && p != "/" {
+		dir, base := path.Dir(p), path.Base(p)
+		rd, ok := r.dirs.get(dir)
+		if !ok {
+			var err error
+			if rd, err = r.resolve(op, dir, true); err != nil {
+				return "", &fs.PathError{Op: op, Path: p, Err: underlying(err)}
+			}
+			r.dirs.put(dir, rd)
+		}
+		return r.walk(op, p, rd, []string{base}, followLast)
+	}
+	return r.walk(op, p, "/", strings.Split(strings.TrimPrefix(p, "/"), "/"), followLast)
+}
+
+// walk resolves the elements rest below the resolved host path resolved.
+func (r Root) walk(op, p, resolved string, rest []string, followLast bool) (string, error) {
 	links := 0
 	for len(rest) > 0 {
 		c := rest[0]
@@ -83,7 +135,7 @@ func (r Root) resolve(op, p string, followLast bool) (string, error) {
 			resolved = next
 			break
 		}
-		fi, err := os.Lstat(r.osPath(next))
+		fi, err := r.lstat(next)
 		if err != nil {
 			return "", &fs.PathError{Op: op, Path: p, Err: underlying(err)}
 		}
@@ -95,7 +147,7 @@ func (r Root) resolve(op, p string, followLast bool) (string, error) {
 		if links > maxLinks {
 			return "", &fs.PathError{Op: op, Path: p, Err: syscall.ELOOP}
 		}
-		target, err := os.Readlink(r.osPath(next))
+		target, err := r.readlinkAt(next)
 		if err != nil {
 			return "", &fs.PathError{Op: op, Path: p, Err: underlying(err)}
 		}
@@ -128,7 +180,7 @@ func (r Root) ReadFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := readFile(r.osPath(rp))
+	b, err := r.readFileAt(rp, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: clean(p), Err: underlying(err)}
 	}
@@ -144,6 +196,13 @@ func (r Root) Open(p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.mem != nil {
+		b, err := r.mem.readFile(rp)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: clean(p), Err: err}
+		}
+		return newMemReader(b), nil
+	}
 	f, err := os.Open(r.osPath(rp))
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: clean(p), Err: underlying(err)}
@@ -157,7 +216,7 @@ func (r Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(r.osPath(rp))
+	ents, err := r.readDirAt(rp)
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: clean(p), Err: underlying(err)}
 	}
@@ -177,6 +236,17 @@ func (r Root) ReadDirNames(p string) ([]string, error) {
 	rp, err := r.resolve("open", p, true)
 	if err != nil {
 		return nil, err
+	}
+	if r.mem != nil {
+		ents, err := r.mem.readDir(rp)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: clean(p), Err: err}
+		}
+		names := make([]string, len(ents))
+		for i, e := range ents {
+			names[i] = e.Name()
+		}
+		return names, nil
 	}
 	f, err := os.Open(r.osPath(rp))
 	if err != nil {
@@ -198,7 +268,7 @@ func (r Root) readDirResolved(p string) (string, []fs.DirEntry, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	ents, err := os.ReadDir(r.osPath(rp))
+	ents, err := r.readDirAt(rp)
 	if err != nil {
 		return "", nil, &fs.PathError{Op: "readdir", Path: clean(p), Err: underlying(err)}
 	}
@@ -218,7 +288,7 @@ func (r Root) readDirResolved(p string) (string, []fs.DirEntry, error) {
 // it outside the root.
 func (r Root) readAt(dir, name string) ([]byte, error) {
 	rp := path.Join(dir, name)
-	b, err := readFileFlags(r.osPath(rp), oNoFollow)
+	b, err := r.readFileAt(rp, oNoFollow)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: rp, Err: underlying(err)}
 	}
@@ -232,7 +302,7 @@ func (r Root) Readlink(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := os.Readlink(r.osPath(rp))
+	t, err := r.readlinkAt(rp)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink", Path: clean(p), Err: underlying(err)}
 	}
@@ -254,7 +324,7 @@ func (r Root) EvalSymlinks(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Lstat(r.osPath(rp)); err != nil {
+	if _, err := r.lstat(rp); err != nil {
 		return "", &fs.PathError{Op: "lstat", Path: clean(p), Err: underlying(err)}
 	}
 	return rp, nil
@@ -266,7 +336,12 @@ func (r Root) Stat(p string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(r.osPath(rp))
+	var fi fs.FileInfo
+	if r.Live() && r.rec == nil {
+		fi, err = os.Stat(rp) // the kernel resolved nothing yet
+	} else {
+		fi, err = r.lstat(rp) // rp is resolved: never a link
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: clean(p), Err: underlying(err)}
 	}
@@ -276,31 +351,9 @@ func (r Root) Stat(p string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// readFile reads a whole file. Files in /proc and /sys report size 0, so unlike
-// os.ReadFile it does not stat first and starts from a page-sized buffer.
+// readFile reads a whole file. Files in /proc and /sys report size 0, so it
+// never trusts a stat size (see readFileFlags).
 func readFile(name string) ([]byte, error) { return readFileFlags(name, 0) }
-
-func readFileFlags(name string, flags int) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|flags, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, 0, 4096)
-	for {
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
 
 // recorder remembers what was read through a Root, by resolved host path.
 type recorder struct {
@@ -354,7 +407,7 @@ func (rc *recorder) dir(p string) {
 func (rc *recorder) entry(r Root, p string, t fs.FileMode) {
 	switch {
 	case t&fs.ModeSymlink != 0:
-		if target, err := os.Readlink(r.osPath(p)); err == nil {
+		if target, err := r.readlinkAt(p); err == nil {
 			rc.link(p, target)
 		}
 	case t.IsDir():
@@ -377,4 +430,41 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// The primitives below take resolved host paths and dispatch to the disk or
+// to a MemTree.
+
+var (
+	errIsDir  error = syscall.EISDIR
+	errLoop   error = syscall.ELOOP
+	errNotDir error = syscall.ENOTDIR
+)
+
+func (r Root) lstat(rp string) (fs.FileInfo, error) {
+	if r.mem != nil {
+		return r.mem.lstat(rp)
+	}
+	return os.Lstat(r.osPath(rp))
+}
+
+func (r Root) readlinkAt(rp string) (string, error) {
+	if r.mem != nil {
+		return r.mem.readlink(rp)
+	}
+	return os.Readlink(r.osPath(rp))
+}
+
+func (r Root) readFileAt(rp string, flags int) ([]byte, error) {
+	if r.mem != nil {
+		return r.mem.readFile(rp)
+	}
+	return readFileFlags(r.osPath(rp), flags)
+}
+
+func (r Root) readDirAt(rp string) ([]fs.DirEntry, error) {
+	if r.mem != nil {
+		return r.mem.readDir(rp)
+	}
+	return os.ReadDir(r.osPath(rp))
 }

@@ -102,6 +102,7 @@ func captureTree(r Root, dstDir string) (*Facts, error) {
 	rec := newRecorder()
 	rr := r
 	rr.rec = rec
+	rr.dirs = nil // every link must be seen to be recorded
 	f := &Facts{Schema: SchemaVersion, CapturedAt: time.Now().UTC(), Sysctls: map[string]string{}, Sysfs: Sysfs{}}
 	rd := &fileReader{r: rr, f: f}
 	rd.readAll()

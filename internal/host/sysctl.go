@@ -47,8 +47,7 @@ func sysctlName(p string) string {
 	return strings.Join(parts, ".")
 }
 
-func (rd *fileReader) sysctls() {
-	rd.walkSysctls("/proc/sys/net", "net")
+func (rd *fileReader) extraSysctls() {
 	for _, name := range extraSysctls {
 		if b, ok := rd.readOpt(SysctlPath(name)); ok {
 			rd.f.Sysctls[name] = trimValue(b)

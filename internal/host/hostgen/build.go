@@ -38,18 +38,11 @@ func (s *Spec) WriteTree(dir string) error {
 	return os.WriteFile(filepath.Join(dir, host.NetlinkFile), append(b, '\n'), 0o644)
 }
 
-// Facts generates the host into a temporary directory and gathers it, the way
-// lowlat would read the same host captured with --root.
+// Facts generates the host and gathers it, the way lowlat would read the same
+// host captured with --root. The tree stays in memory (host.MemTree), so a
+// 256-CPU host costs no disk writes.
 func (s *Spec) Facts() (*host.Facts, error) {
-	dir, err := os.MkdirTemp("", "hostgen-"+s.Name+"-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	if err := s.WriteTree(dir); err != nil {
-		return nil, err
-	}
-	src, err := host.OpenRoot(dir)
+	src, err := s.Source()
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +52,27 @@ func (s *Spec) Facts() (*host.Facts, error) {
 	}
 	f.Source = "hostgen:" + s.Name
 	return f, nil
+}
+
+// Source generates the host into memory and returns it as a gather Source:
+// the tree as a Root and the netlink/ethtool stand-in.
+func (s *Spec) Source() (host.Source, error) {
+	g, err := s.build()
+	if err != nil {
+		return host.Source{}, err
+	}
+	m := host.NewMemTree()
+	for d := range g.t.dirs {
+		m.Mkdir(d)
+	}
+	for p, b := range g.t.files {
+		m.WriteFile(p, b)
+	}
+	for p, target := range g.t.links {
+		m.Symlink(target, p)
+	}
+	nl := g.nl
+	return host.Source{Root: m.Root(), Netlink: &nl, Ethtool: &nl}, nil
 }
 
 // tree is a filesystem being built in memory.
