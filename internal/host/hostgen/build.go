@@ -683,7 +683,9 @@ func (g *gen) qdiscs(n *NIC, packets uint64) {
 // managedSpread assigns n vectors to CPU groups like the kernel's
 // irq_create_affinity_masks: nodes get vectors in proportion, and each vector
 // of a node takes the node's lowest free CPU and then that CPU's SMT siblings
-// while its share of CPUs lasts (irq_spread_init_one).
+// while its share of CPUs lasts (irq_spread_init_one). It assumes at least
+// one vector per node, as every preset has; with fewer the kernel would also
+// fold the remaining nodes' CPUs into the vectors, which this does not model.
 func (g *gen) managedSpread(n int) [][]int {
 	out := make([][]int, 0, n)
 	nodes := len(g.nodes)
