@@ -228,7 +228,7 @@ type CPU struct {
 	Online   bool   `json:"online"`
 	Core     int    `json:"core"`
 	Package  int    `json:"package"`
-	Node     int    `json:"node"`
+	Node     int    `json:"node"`     // -1 when the kernel has no NUMA sysfs
 	Siblings []int  `json:"siblings"` // thread_siblings_list, including itself
 	Governor string `json:"governor,omitempty"`
 }
