@@ -290,13 +290,22 @@ type Ethtool struct {
 
 // Channels is ethtool -l.
 type Channels struct {
-	MaxRx, MaxTx, MaxOther, MaxCombined uint32
-	Rx, Tx, Other, Combined             uint32
+	MaxRx       uint32 `json:"max_rx"`
+	MaxTx       uint32 `json:"max_tx"`
+	MaxOther    uint32 `json:"max_other"`
+	MaxCombined uint32 `json:"max_combined"`
+	Rx          uint32 `json:"rx"`
+	Tx          uint32 `json:"tx"`
+	Other       uint32 `json:"other"`
+	Combined    uint32 `json:"combined"`
 }
 
 // Rings is ethtool -g.
 type Rings struct {
-	RxMax, TxMax, Rx, Tx uint32
+	RxMax uint32 `json:"rx_max"`
+	TxMax uint32 `json:"tx_max"`
+	Rx    uint32 `json:"rx"`
+	Tx    uint32 `json:"tx"`
 }
 
 // Interface returns the named interface, or nil.

@@ -135,7 +135,13 @@ func applyMQ(ifindex int, cur Tree, want Spec, numTx int) error {
 		return nil
 	}
 	major := uint16(cur.RootHandle >> 16)
-	for i := 0; i < numTx; i++ {
+	// mq has one child per *active* tx queue (real_num_tx_queues), which can
+	// be fewer than the device's maximum.
+	n := len(cur.Root.Children)
+	if n == 0 {
+		n = numTx
+	}
+	for i := 0; i < n; i++ {
 		c := want.Children[0]
 		if len(want.Children) > 1 {
 			if i >= len(want.Children) {

@@ -1,0 +1,519 @@
+// Package plan turns host facts and a resolved profile into a list of knob
+// changes. It is a pure function: it reads nothing from the host and writes
+// nothing, so plans are computed the same way on a live host, on a captured
+// snapshot sent by someone else, and in golden-file tests.
+//
+// Every setting becomes one row per knob it touches. Rows the host cannot do
+// (no such sysctl, a qdisc kind the kernel lacks, someone else's qdisc tree that
+// lowlat could not restore) are kept with supported=false and the reason, and
+// rows already at the desired value are kept as "ok", so a plan shows the whole
+// picture, never just the diff.
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/profile"
+	"github.com/lowlat/lowlat/internal/qdisc"
+)
+
+// Actions of a change row.
+const (
+	Set  = "set"  // will be changed
+	OK   = "ok"   // already as desired
+	Skip = "skip" // cannot be done here (see Reason)
+)
+
+// Change is one knob in a plan.
+type Change struct {
+	Knob      string `json:"knob"`
+	Current   string `json:"current"`
+	Desired   string `json:"desired"`
+	Supported bool   `json:"supported"`
+	// Reason says why: the setting's rationale for supported rows, what is
+	// missing for unsupported ones.
+	Reason  string `json:"reason"`
+	Action  string `json:"action"`
+	Setting string `json:"setting"`
+	Source  string `json:"source,omitempty"`
+	// Note adds a caveat (a fallback was chosen, support is unproven).
+	Note string `json:"note,omitempty"`
+}
+
+// Plan is the result.
+type Plan struct {
+	Profile string            `json:"profile"`
+	Chain   []string          `json:"chain,omitempty"`
+	Params  map[string]string `json:"params,omitempty"`
+	Ifaces  []string          `json:"ifaces"`
+	Host    HostBrief         `json:"host"`
+	Changes []Change          `json:"changes"`
+}
+
+// HostBrief identifies the host a plan was made for.
+type HostBrief struct {
+	Hostname string `json:"hostname,omitempty"`
+	Kernel   string `json:"kernel"`
+	Source   string `json:"source"`
+}
+
+// Options narrows a plan.
+type Options struct {
+	// Ifaces are the interfaces qdisc and route settings apply to. Empty: the
+	// interfaces carrying a default route.
+	Ifaces []string
+}
+
+// Counts summarises a plan.
+func (p *Plan) Counts() (set, ok, skip int) {
+	for _, c := range p.Changes {
+		switch c.Action {
+		case Set:
+			set++
+		case OK:
+			ok++
+		default:
+			skip++
+		}
+	}
+	return
+}
+
+// ToApply returns the rows that will be written, in apply order.
+func (p *Plan) ToApply() []Change {
+	var out []Change
+	for _, c := range p.Changes {
+		if c.Action == Set {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Make computes the plan.
+func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
+	ifaces, err := targetIfaces(f, opts.Ifaces)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Profile: r.Name, Chain: r.Chain, Params: r.Params, Ifaces: names(ifaces), Changes: []Change{},
+		Host: HostBrief{Hostname: f.Hostname, Kernel: f.Kernel.Release, Source: f.Source}}
+	// Device knobs first and sysctls last: a rollback runs in reverse, so
+	// net.core.default_qdisc is restored before the qdiscs, and the kernel
+	// re-attaches the original default kind when a root is deleted.
+	var devs, sysctls []Change
+	for _, s := range r.Settings {
+		switch s.Section {
+		case "sysctl":
+			sysctls = append(sysctls, sysctlRow(f, s))
+		case "qdisc":
+			for _, ifc := range ifaces {
+				if s.Name == "root" {
+					devs = append(devs, rootRow(f, ifc, s))
+				} else {
+					devs = append(devs, ingressRow(f, ifc, s))
+				}
+			}
+		case "route":
+			devs = append(devs, routeRows(f, ifaces, s)...)
+		case "sysfs":
+			devs = append(devs, sysfsRow(f, s))
+		}
+	}
+	p.Changes = append(append(p.Changes, devs...), sysctls...)
+	return p, nil
+}
+
+func names(ifs []*host.Interface) []string {
+	out := []string{}
+	for _, i := range ifs {
+		out = append(out, i.Name)
+	}
+	return out
+}
+
+// targetIfaces picks the interfaces device settings apply to.
+func targetIfaces(f *host.Facts, want []string) ([]*host.Interface, error) {
+	var out []*host.Interface
+	if len(want) > 0 {
+		for _, n := range want {
+			ifc := f.Interface(n)
+			if ifc == nil {
+				var have []string
+				for _, i := range f.Interfaces {
+					have = append(have, i.Name)
+				}
+				return nil, fmt.Errorf("unknown interface %q (this host has: %s)", n, strings.Join(have, ", "))
+			}
+			out = append(out, ifc)
+		}
+		return out, nil
+	}
+	seen := map[string]bool{}
+	for _, r := range f.Routes {
+		if r.Dst == "default" && r.Table == 254 && r.Dev != "" && !seen[r.Dev] {
+			if ifc := f.Interface(r.Dev); ifc != nil && !ifc.Loopback {
+				seen[r.Dev] = true
+				out = append(out, ifc)
+			}
+		}
+	}
+	if len(out) == 0 {
+		for i := range f.Interfaces {
+			ifc := &f.Interfaces[i]
+			if ifc.Physical() && ifc.Up {
+				out = append(out, ifc)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
+
+func row(s profile.Setting, id string) Change {
+	return Change{Knob: id, Setting: s.Key, Reason: s.Why, Source: s.Source}
+}
+
+func (c *Change) unsupported(reason string) {
+	c.Supported, c.Action, c.Reason = false, Skip, reason
+}
+
+// decide fills Action from current vs desired with the knob's own comparison.
+func (c *Change) decide(satisfied bool) {
+	c.Supported = true
+	if satisfied {
+		c.Action = OK
+	} else {
+		c.Action = Set
+	}
+}
+
+func sysctlRow(f *host.Facts, s profile.Setting) Change {
+	c := row(s, "sysctl/"+s.Name)
+	c.Desired = knob.NormalizeSysctl(s.Value)
+	cur, present := f.Sysctls[s.Name]
+	if !present {
+		c.Current = "-"
+		c.unsupported(missingSysctl(f, s.Name))
+		return c
+	}
+	c.Current = knob.NormalizeSysctl(cur)
+	switch s.Name {
+	case "net.ipv4.tcp_congestion_control":
+		if why := congestionMissing(f, s.Value); why != "" {
+			c.unsupported(why)
+			return c
+		}
+	case "net.core.default_qdisc":
+		v, note, ok := firstSupportedKind(f, append([]string{s.Value}, s.Fallbacks...))
+		if !ok {
+			c.unsupported(note)
+			return c
+		}
+		c.Desired, c.Note = v, note
+	}
+	c.decide(c.Current == c.Desired)
+	return c
+}
+
+// removedSysctls are names runbooks still carry that newer kernels dropped.
+var removedSysctls = map[string]string{
+	"net.ipv4.tcp_tw_recycle":  "removed in Linux 4.12 (it broke clients behind NAT)",
+	"net.ipv4.tcp_low_latency": "a no-op since Linux 4.14 and removed later",
+}
+
+func missingSysctl(f *host.Facts, name string) string {
+	if why, ok := removedSysctls[name]; ok {
+		return name + " is " + why
+	}
+	if strings.HasPrefix(name, "net.netfilter.") {
+		return name + " is absent: the conntrack module is not loaded"
+	}
+	for _, e := range f.Errors {
+		if strings.HasPrefix(e.Source, "/proc/sys") {
+			return fmt.Sprintf("%s could not be read (%s)", name, e.Err)
+		}
+	}
+	return fmt.Sprintf("%s does not exist on kernel %s", name, f.Kernel.Release)
+}
+
+func congestionMissing(f *host.Facts, cc string) string {
+	for _, a := range append(append([]string{}, f.Kernel.CongestionAvailable...), f.Kernel.CongestionModules...) {
+		if a == cc {
+			return ""
+		}
+	}
+	have := strings.Join(f.Kernel.CongestionAvailable, " ")
+	if cc == "bbr" && !f.Kernel.AtLeast(4, 9) {
+		return fmt.Sprintf("BBR needs kernel 4.9 or newer; this is %s (available: %s)", f.Kernel.Release, have)
+	}
+	return fmt.Sprintf("kernel %s has no %s congestion control (available: %s; no tcp_%s module found)", f.Kernel.Release, cc, have, cc)
+}
+
+// qdiscSupport says whether the kernel can create kind.
+func qdiscSupport(f *host.Facts, kind string) (bool, string) {
+	switch kind {
+	case "pfifo_fast", "mq", "noqueue":
+		return true, ""
+	}
+	sup, known := f.Kernel.Qdiscs[kind]
+	switch {
+	case !known || sup == host.Unknown:
+		return true, fmt.Sprintf("kernel support for %s is unproven (no kernel config found); apply will find out", kind)
+	case sup.Usable():
+		return true, ""
+	}
+	return false, fmt.Sprintf("kernel %s lacks the %s qdisc (sch_%s)", f.Kernel.Release, kind, kind)
+}
+
+func specKinds(s qdisc.Spec) []string {
+	kinds := []string{s.Kind}
+	if s.Leaf != nil {
+		kinds = append(kinds, specKinds(*s.Leaf)...)
+	}
+	for _, c := range s.Children {
+		kinds = append(kinds, specKinds(c)...)
+	}
+	return kinds
+}
+
+// firstSupportedKind picks the first value (a qdisc kind for default_qdisc)
+// the kernel has.
+func firstSupportedKind(f *host.Facts, values []string) (string, string, bool) {
+	var missing []string
+	for i, v := range values {
+		ok, note := qdiscSupport(f, v)
+		if ok {
+			if i > 0 {
+				note = strings.TrimSpace(fmt.Sprintf("fallback: %s; %s", strings.Join(missing, "; "), note))
+				note = strings.TrimSuffix(note, "; ")
+			}
+			return v, note, true
+		}
+		missing = append(missing, note)
+	}
+	return "", strings.Join(missing, "; "), false
+}
+
+// chooseSpec picks the first of the setting's value and fallbacks whose qdisc
+// kinds the kernel has.
+func chooseSpec(f *host.Facts, s profile.Setting) (qdisc.Spec, string, bool) {
+	var missing []string
+	for i, v := range append([]string{s.Value}, s.Fallbacks...) {
+		spec, err := qdisc.Parse(v)
+		if err != nil {
+			missing = append(missing, err.Error())
+			continue
+		}
+		var notes []string
+		ok := true
+		for _, k := range specKinds(spec) {
+			sup, note := qdiscSupport(f, k)
+			if !sup {
+				ok = false
+				missing = append(missing, note)
+				break
+			}
+			if note != "" {
+				notes = append(notes, note)
+			}
+		}
+		if !ok {
+			continue
+		}
+		if i > 0 {
+			notes = append([]string{"fallback, because " + strings.Join(missing, "; ")}, notes...)
+		}
+		return spec, strings.Join(notes, "; "), true
+	}
+	return qdisc.Spec{}, strings.Join(dedupe(missing), "; "), false
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// aqmKinds are queue disciplines without shaping: on a multi-queue device they
+// go under mq, one per hardware queue, instead of funnelling every queue
+// through one root lock.
+var aqmKinds = map[string]bool{"fq_codel": true, "fq": true, "codel": true, "pfifo_fast": true, "sfq": true, "pfifo": true, "bfifo": true}
+
+// RootSpec is the interface's root configuration as the qdisc knob reads it.
+func RootSpec(ifc *host.Interface) qdisc.Spec {
+	if ifc.Root != nil && ifc.Root.Spec != "" {
+		if s, err := qdisc.Parse(ifc.Root.Spec); err == nil {
+			return s
+		}
+	}
+	var entries []qdisc.Entry
+	add := func(q host.Qdisc) {
+		h, _ := qdisc.ParseHandle(q.Handle)
+		p, _ := qdisc.ParseHandle(q.Parent)
+		opts := map[string]string{}
+		// Keep only options the kind defines (captures carry tc's extras such
+		// as pfifo_fast's fixed priomap).
+		for k, v := range q.Options {
+			if qdisc.HasOption(q.Kind, k) {
+				opts[k] = v
+			}
+		}
+		if len(opts) == 0 {
+			opts = nil
+		}
+		entries = append(entries, qdisc.Entry{Handle: h, Parent: p, Spec: qdisc.Spec{Kind: q.Kind, Opts: opts, Unmanaged: !qdisc.Known(q.Kind)}})
+	}
+	if ifc.Root != nil {
+		add(*ifc.Root)
+	}
+	for _, c := range ifc.Children {
+		add(c)
+	}
+	return qdisc.Assemble(entries, nil, ifc.Up).Root
+}
+
+func rootRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
+	c := row(s, "qdisc/"+ifc.Name+"/root")
+	cur := RootSpec(ifc)
+	c.Current = cur.String()
+	spec, note, ok := chooseSpec(f, s)
+	c.Desired = s.Value
+	if !ok {
+		c.unsupported(note)
+		return c
+	}
+	if aqmKinds[spec.Kind] && ifc.NumTxQueues > 1 {
+		spec = qdisc.Spec{Kind: "mq", Children: []qdisc.Spec{spec}}
+	}
+	c.Desired, c.Note = spec.String(), note
+	if cur.Unmanaged {
+		c.unsupported(fmt.Sprintf("%s has a qdisc tree lowlat did not make and could not restore (%s); remove it or plan another interface", ifc.Name, cur))
+		return c
+	}
+	c.decide(qdisc.Satisfies(cur, spec))
+	return c
+}
+
+// IngressValue is the interface's ingress knob value as the knob reads it.
+func IngressValue(f *host.Facts, ifc *host.Interface) string {
+	if ifc.Ingress == nil {
+		return knob.Absent
+	}
+	if ifb := f.Interface(knob.IFBName(ifc.Name)); ifb != nil {
+		return RootSpec(ifb).String()
+	}
+	return "ingress @unmanaged"
+}
+
+func ingressRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
+	c := row(s, "qdisc/"+ifc.Name+"/ingress")
+	c.Current = IngressValue(f, ifc)
+	if s.Value == "none" {
+		c.Desired = knob.Absent
+		c.decide(c.Current == knob.Absent)
+		return c
+	}
+	c.Desired = s.Value
+	for _, cfg := range []string{"CONFIG_IFB", "CONFIG_NET_CLS_U32", "CONFIG_NET_ACT_MIRRED"} {
+		if v, ok := f.Kernel.Config[cfg]; ok && v != "y" && v != "m" {
+			c.unsupported(fmt.Sprintf("ingress shaping needs %s, which kernel %s lacks", cfg, f.Kernel.Release))
+			return c
+		}
+	}
+	if ok, note := qdiscSupport(f, "ingress"); !ok {
+		c.unsupported(note)
+		return c
+	}
+	spec, note, ok := chooseSpec(f, s)
+	if !ok {
+		c.unsupported(note)
+		return c
+	}
+	c.Desired, c.Note = spec.String(), note
+	if c.Current == "ingress @unmanaged" {
+		c.unsupported(ifc.Name + " already has an ingress qdisc lowlat did not set up; lowlat will not replace it")
+		return c
+	}
+	c.decide(knob.QdiscSatisfied(c.Current, c.Desired))
+	return c
+}
+
+// routeDst is the destination part of a route knob ID.
+func routeDst(r host.Route) string {
+	if r.Dst == "default" && r.Family == "inet6" {
+		return "::/0"
+	}
+	return r.Dst
+}
+
+func routeRows(f *host.Facts, ifaces []*host.Interface, s profile.Setting) []Change {
+	want := map[string]bool{}
+	for _, i := range ifaces {
+		want[i.Name] = true
+	}
+	// Routes sharing a destination in a table are told apart by metric.
+	count := map[string]int{}
+	for _, r := range f.Routes {
+		count[fmt.Sprint(r.Table, routeDst(r))]++
+	}
+	var out []Change
+	for _, r := range f.Routes {
+		if !want[r.Dev] || !tunable(r) {
+			continue
+		}
+		dst := routeDst(r)
+		if count[fmt.Sprint(r.Table, dst)] > 1 {
+			dst += "@" + strconv.Itoa(r.Priority)
+		}
+		c := row(s, knob.RouteID(dst, r.Table, s.Name))
+		cur := map[string]int{"initcwnd": r.InitCwnd, "initrwnd": r.InitRwnd, "quickack": r.QuickACK}[s.Name]
+		c.Current = strconv.Itoa(cur)
+		c.Desired = s.Value
+		c.decide(c.Current == c.Desired)
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		c := row(s, "route/*/"+s.Name)
+		c.Current, c.Desired = "-", s.Value
+		c.unsupported("no tunable unicast routes via " + strings.Join(names(ifaces), ", "))
+		out = append(out, c)
+	}
+	return out
+}
+
+func tunable(r host.Route) bool {
+	if r.Type != "" && r.Type != "unicast" {
+		return false
+	}
+	if r.Table == 255 || r.Protocol == "ra" {
+		return false
+	}
+	return !(r.Family == "inet6" && strings.HasPrefix(r.Dst, "fe80:"))
+}
+
+func sysfsRow(f *host.Facts, s profile.Setting) Change {
+	c := row(s, "sysfs/"+s.Name)
+	c.Desired = s.Value
+	cur, ok := f.Sysfs[s.Name]
+	if !ok {
+		c.Current = "-"
+		c.unsupported(fmt.Sprintf("/sys/%s does not exist on this host", s.Name))
+		return c
+	}
+	c.Current = cur
+	c.decide(strings.TrimSpace(cur) == strings.TrimSpace(s.Value))
+	return c
+}
+
