@@ -232,3 +232,48 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// linkKnob is a symbolic link lowlat owns (enabling a systemd unit). Its value
+// is the link target, or Absent.
+type linkKnob struct {
+	sys  *System
+	path string
+}
+
+func newLink(sys *System, path string) (Knob, error) {
+	if filepath.Clean(path) != path || !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("link %q: bad path", path)
+	}
+	return &linkKnob{sys: sys, path: path}, nil
+}
+
+func (k *linkKnob) ID() string { return "link" + k.path }
+
+func (k *linkKnob) Read(ctx context.Context) (string, error) {
+	t, err := os.Readlink(k.sys.path(k.path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Absent, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("link %s: %w", k.path, err)
+	}
+	return t, nil
+}
+
+func (k *linkKnob) Write(ctx context.Context, value string) error {
+	p := k.sys.path(k.path)
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("link %s: remove: %w", k.path, err)
+	}
+	if value != Absent {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("link %s: %w", k.path, err)
+		}
+		if err := os.Symlink(value, p); err != nil {
+			return fmt.Errorf("link %s -> %s: %w", k.path, value, err)
+		}
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+func (k *linkKnob) Satisfied(live, desired string) bool { return live == desired }

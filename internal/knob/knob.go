@@ -78,12 +78,14 @@ func New(sys *System, id string) (Knob, error) {
 		return newSysfs(sys, rest)
 	case "file":
 		return newFile(sys, "/"+rest)
+	case "link":
+		return newLink(sys, "/"+rest)
 	case "qdisc":
 		return newQdisc(sys, rest)
 	case "route":
 		return newRoute(sys, rest)
 	}
-	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, qdisc, route)", id, kind)
+	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route)", id, kind)
 }
 
 // Verify reads k back and checks it against want.

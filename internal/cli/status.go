@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/report"
+	"github.com/lowlat/lowlat/internal/txn"
+)
+
+func init() {
+	register(&command{name: "status", summary: "show what lowlat applied and whether anything drifted (exit 3 on drift)", order: 55, run: runStatus})
+}
+
+// ExitDrift is status's exit code when a knob no longer has its applied value.
+const ExitDrift = 3
+
+func runStatus(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "status", "status [--json] [--journal FILE]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 0, 0, ""); err != nil {
+		return err
+	}
+	// As root, status also recovers an apply that was killed part-way.
+	rep, err := engine(env, *jpath).Status(ctx, txn.StatusOptions{Recover: os.Geteuid() == 0})
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if *asJSON {
+		if err := report.JSON(env.Stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		renderStatus(env, rep)
+	}
+	if len(rep.Drift) > 0 {
+		return &ExitError{Code: ExitDrift}
+	}
+	return nil
+}
+
+func renderStatus(env *Env, rep *txn.StatusReport) {
+	for _, id := range rep.Recovered {
+		fmt.Fprintf(env.Stdout, "%s transaction %s had been interrupted; its changes were restored.\n", report.Paint("Recovered:", report.Warn, env.TTY), id)
+	}
+	for _, id := range rep.Lost {
+		fmt.Fprintf(env.Stdout, "Transaction %s was applied before the last reboot without --persist; the reboot undid it.\n", id)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(env.Stdout, "note:", n)
+	}
+	if rep.Txn == nil {
+		fmt.Fprintln(env.Stdout, "Nothing applied by lowlat is in force.")
+		return
+	}
+	t := report.Table{Header: []string{"transaction", "profile", "applied", "knobs", "state"}}
+	for _, a := range rep.Active {
+		state := a.Status
+		if a.ConfirmBy != nil && !a.Confirmed {
+			state = "awaiting confirm until " + a.ConfirmBy.Local().Format(time.TimeOnly)
+		}
+		if a.Persist {
+			state += ", persisted"
+		}
+		t.AddStrings(a.ID, a.Profile, a.Began.Local().Format(time.DateTime), fmt.Sprint(a.Knobs), state)
+	}
+	t.Render(env.Stdout, env.TTY)
+	if len(rep.Drift) == 0 {
+		fmt.Fprintf(env.Stdout, "\n%s all %d applied knobs still have their applied values.\n", report.Paint("No drift:", report.Good, env.TTY), rep.Checked)
+		return
+	}
+	fmt.Fprintf(env.Stdout, "\n%s %d knob(s) changed since lowlat applied them:\n", report.Paint("Drift:", report.Bad, env.TTY), len(rep.Drift))
+	d := report.Table{Header: []string{"knob", "applied", "now"}}
+	for _, x := range rep.Drift {
+		d.Add(report.C(x.Knob), report.C(truncate(x.Applied, 50)), report.S(truncate(x.Live, 60), report.Bad))
+	}
+	d.Render(env.Stdout, env.TTY)
+	fmt.Fprintln(env.Stdout, "Re-apply the profile, or 'lowlat rollback' to restore the values from before lowlat.")
+}
