@@ -49,6 +49,7 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	yes := fs.Bool("yes", false, "do not ask before changing the host")
 	asJSON := fs.Bool("json", false, "print JSON")
 	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	persistRoot := fs.String("persist-root", "/", "with --persist, write the files below `DIR` instead of / (an image or chroot)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -84,10 +85,17 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 				ps = append(ps, persist.Setting{Knob: c.Knob, Value: c.Desired})
 			}
 		}
-		files, pnotes := persist.Changes(ps, persist.Options{Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd})
+		files, pnotes := persist.Changes(ps, persist.Options{Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd, Root: *persistRoot})
 		notes = append(notes, pnotes...)
 		for _, fc := range files {
 			changes = append(changes, plan.Change{Knob: fc.Knob, Desired: fc.Value, Action: plan.Set, Supported: true, Reason: "persist across reboots"})
+		}
+	}
+	if len(changes) == 0 && !*dry {
+		// Nothing to write, but an unfinished or unconfirmed transaction in
+		// the journal still needs saying: the host may be half-changed.
+		if _, err := engine(env, *jpath).Apply(ctx, nil, journal.Meta{}); err != nil {
+			return fmt.Errorf("apply: %w", err)
 		}
 	}
 	if *dry || len(changes) == 0 {

@@ -20,6 +20,7 @@ type planFlags struct {
 	profile string
 	ifaces  listFlag
 	sets    setFlag
+	skips   listFlag
 }
 
 func addPlanFlags(fs flagSetLike, pf *planFlags) {
@@ -27,6 +28,7 @@ func addPlanFlags(fs flagSetLike, pf *planFlags) {
 	fs.StringVar(&pf.profile, "profile", "", "built-in profile `NAME` or a profile file")
 	fs.Var(&pf.ifaces, "iface", "interface(s) for qdisc and route settings (default: those with a default route)")
 	fs.Var(pf.sets, "set", "set a parameter or override a setting: `key=value` (repeatable), e.g. rate=2mbit")
+	fs.Var(&pf.skips, "skip", "leave a setting of the profile out: `key` (repeatable), e.g. sysfs.kernel/mm/transparent_hugepage/enabled")
 }
 
 func makePlan(f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Resolved, error) {
@@ -37,7 +39,7 @@ func makePlan(f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Re
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := profile.Resolve(p, pf.sets)
+	r, err := profile.Resolve(p, pf.sets, pf.skips...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -154,26 +154,7 @@ func writeFileAtomic(path string, v any) error {
 }
 
 // parseDSCP reads EF, CS0..CS7, AF11..AF43, VA or a number 0..63.
-func parseDSCP(s string) (int, error) {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	switch {
-	case u == "" || u == "0":
-		return 0, nil
-	case u == "EF":
-		return 46, nil
-	case u == "VA":
-		return 44, nil
-	case len(u) == 3 && strings.HasPrefix(u, "CS") && u[2] >= '0' && u[2] <= '7':
-		return int(u[2]-'0') * 8, nil
-	case len(u) == 4 && strings.HasPrefix(u, "AF") && u[2] >= '1' && u[2] <= '4' && u[3] >= '1' && u[3] <= '3':
-		return int(u[2]-'0')*8 + int(u[3]-'0')*2, nil
-	}
-	n, err := strconv.ParseInt(s, 0, 32)
-	if err != nil || n < 0 || n > 63 {
-		return 0, fmt.Errorf("dscp %q: want EF, CS0..CS7, AF11..AF43, VA or a number 0..63", s)
-	}
-	return int(n), nil
-}
+func parseDSCP(s string) (int, error) { return probe.ParseDSCP(s) }
 
 // parseRate reads "100", "100/s" or "6000/m".
 func parseRate(s string) (float64, error) {
@@ -335,11 +316,12 @@ func probeTCP(ctx context.Context, env *Env, args []string) error {
 }
 
 func probeCRR(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe crr", "probe crr HOST:PORT [--request 1000] [--response 300000] [--fastopen] [--rate R] [--duration 10s]")
+	fs := flagSet(env, "probe crr", "probe crr HOST:PORT [--request 1000] [--response 300000] [--fastopen] [--parallel 1] [--rate R] [--duration 10s]")
 	reqB := fs.Int("request", 1000, "request bytes on the wire per transaction (40-byte hello included)")
 	respB := fs.Int("response", 300000, "response bytes on the wire per transaction (16-byte status included)")
 	fastopen := fs.Bool("fastopen", false, "send the request in the SYN (TCP_FASTOPEN_CONNECT); the reflector host needs net.ipv4.tcp_fastopen & 2")
-	rate := fs.String("rate", "0", "transactions per second (0: back to back)")
+	rate := fs.String("rate", "0", "transactions per second over all loops (0: back to back)")
+	parallel := fs.Int("parallel", 1, fmt.Sprintf("transaction loops running at once (1..%d)", probe.MaxParallel))
 	duration := fs.Duration("duration", 10*time.Second, "how long to run transactions")
 	count := fs.Int("count", 0, "stop after this many transactions (0: run for --duration)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on one transaction after this long")
@@ -362,7 +344,10 @@ func probeCRR(ctx context.Context, env *Env, args []string) error {
 	if *reqB <= 0 || *respB <= 0 {
 		return usageErr("crr", fmt.Errorf("request %d / response %d: must be positive", *reqB, *respB))
 	}
-	cfg := probe.CRRConfig{Target: pos[0], Request: *reqB, Response: *respB, FastOpen: *fastopen, Rate: r, Duration: probe.Duration(*duration), Count: *count, Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
+	if *parallel <= 0 {
+		return usageErr("crr", fmt.Errorf("parallel %d: must be 1..%d", *parallel, probe.MaxParallel))
+	}
+	cfg := probe.CRRConfig{Target: pos[0], Request: *reqB, Response: *respB, FastOpen: *fastopen, Rate: r, Parallel: *parallel, Duration: probe.Duration(*duration), Count: *count, Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
 	stop := progress(env, "probe crr", *duration)
 	res, err := probe.CRR(ctx, cfg)
 	stop()
@@ -370,7 +355,7 @@ func probeCRR(ctx context.Context, env *Env, args []string) error {
 		return probeErr("crr", err)
 	}
 	return emit(env, of, res, func(w io.Writer) error {
-		fmt.Fprintf(w, "crr probe %s: %d transactions (%.2f/s), %d B request, %d B response, %d errors", res.Target, res.Transactions, res.TransactionsPerSec, res.Config.Request, res.Config.Response, res.Errors)
+		fmt.Fprintf(w, "crr probe %s: %d transactions (%.2f/s, %d at once), %d B request, %d B response, %d errors", res.Target, res.Transactions, res.TransactionsPerSec, res.Config.Parallel, res.Config.Request, res.Config.Response, res.Errors)
 		if res.Config.FastOpen {
 			fmt.Fprintf(w, ", fast open used on %d", res.FastOpenUsed)
 		}

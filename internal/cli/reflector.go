@@ -16,12 +16,14 @@ func init() {
 const DefaultPort = "7431"
 
 func runReflector(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "reflector", "reflector [--listen :"+DefaultPort+"] [--key-file FILE] [--min-interval 10ms] [--max-clients 20000]")
+	fs := flagSet(env, "reflector", "reflector [--listen :"+DefaultPort+"] [--key-file FILE] [--min-interval 10ms] [--max-clients 20000] [--max-sessions-per-ip 16] [--max-conns-per-ip 0]")
 	listen := fs.String("listen", ":"+DefaultPort, "`ADDR` to serve UDP and TCP on (same port number)")
 	key := fs.String("key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)")
 	keyFile := fs.String("key-file", "", "read the shared HMAC key from `FILE`")
 	minInterval := fs.Duration("min-interval", 10*time.Millisecond, "shortest average UDP probe interval a session may use")
 	maxClients := fs.Int("max-clients", 20000, "concurrent UDP sessions plus TCP connections")
+	perIP := fs.Int("max-sessions-per-ip", 16, "concurrent UDP sessions from one source address (0: no cap)")
+	connsPerIP := fs.Int("max-conns-per-ip", 0, "concurrent TCP connections from one source address (0: only --max-clients)")
 	maxSize := fs.Int("max-size", 65507, "largest UDP probe or TCP request/response message, bytes")
 	maxResponse := fs.Int("max-response", 64<<20, "largest CRR response, bytes")
 	maxDuration := fs.Duration("max-duration", 24*time.Hour, "longest test (session or connection)")
@@ -47,10 +49,17 @@ func runReflector(ctx context.Context, env *Env, args []string) error {
 		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-size %d: must be 80..65507", *maxSize)}
 	case *maxResponse < 16 || *maxResponse > probe.MaxResponse:
 		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-response %d: must be 16..%d", *maxResponse, probe.MaxResponse)}
+	case *perIP < 0 || *connsPerIP < 0:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-sessions-per-ip and max-conns-per-ip must be 0 (no cap) or positive")}
 	case *maxDuration <= 0 || *idle <= 0:
 		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-duration and idle-timeout must be positive")}
 	}
-	cfg := probe.ReflectorConfig{Key: k, MinInterval: *minInterval, MaxClients: *maxClients, MaxSize: *maxSize, MaxResponse: *maxResponse, MaxDuration: *maxDuration, IdleTimeout: *idle}
+	sessionsPerIP := *perIP
+	if sessionsPerIP == 0 {
+		sessionsPerIP = -1 // the library's "no cap"
+	}
+	cfg := probe.ReflectorConfig{Key: k, MinInterval: *minInterval, MaxClients: *maxClients, MaxSessionsPerIP: sessionsPerIP, MaxConnsPerIP: *connsPerIP,
+		MaxSize: *maxSize, MaxResponse: *maxResponse, MaxDuration: *maxDuration, IdleTimeout: *idle}
 	if !*quiet {
 		cfg.Logf = func(format string, args ...any) {
 			fmt.Fprintf(env.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
@@ -67,11 +76,19 @@ func runReflector(ctx context.Context, env *Env, args []string) error {
 	if len(k) > 0 {
 		auth = "HMAC-SHA256 key required"
 	}
-	fmt.Fprintf(env.Stderr, "lowlat reflector listening on %s (udp+tcp), %s, min interval %s, max clients %d\n", r.Addr(), auth, *minInterval, *maxClients)
+	fmt.Fprintf(env.Stderr, "lowlat reflector listening on %s (udp+tcp), %s, min interval %s, max clients %d, udp sessions per address %s, tcp connections per address %s\n",
+		r.Addr(), auth, *minInterval, *maxClients, capText(*perIP), capText(*connsPerIP))
 	if err := r.Serve(ctx); err != nil {
 		return fmt.Errorf("reflector: %w", err)
 	}
 	st := r.Stats()
 	fmt.Fprintf(env.Stderr, "lowlat reflector stopped: %d udp sessions, %d tcp connections, %d refused\n", st.UDPSessions, st.TCPAccepted, st.Refused)
 	return nil
+}
+
+func capText(n int) string {
+	if n == 0 {
+		return "no cap"
+	}
+	return fmt.Sprint(n)
 }

@@ -23,6 +23,15 @@ type Facts struct {
 
 	Kernel     Kernel            `json:"kernel"`
 	Sysctls    map[string]string `json:"sysctls"`
+	// ReadOnlySysctls are sysctls that exist but cannot be written here: in a
+	// network namespace other than the first, the kernel shows some net.core
+	// limits (rmem_max, wmem_max...) read-only, set for the whole host.
+	ReadOnlySysctls []string `json:"read_only_sysctls,omitempty"`
+	// Netns says whether the facts were read in the host's initial network
+	// namespace ("init"), another one ("other"), or it could not be told ("").
+	// Only the initial namespace may select a congestion control outside
+	// tcp_allowed_congestion_control.
+	Netns string `json:"netns,omitempty"`
 	Interfaces []Interface       `json:"interfaces"`
 	Routes     []Route           `json:"routes"`
 	IRQs       []IRQ             `json:"irqs"`

@@ -86,6 +86,8 @@ func (rd *fileReader) merge(o *fileReader) {
 	for k, v := range o.f.Sysctls {
 		rd.f.Sysctls[k] = v
 	}
+	rd.f.ReadOnlySysctls = append(rd.f.ReadOnlySysctls, o.f.ReadOnlySysctls...)
+	sort.Strings(rd.f.ReadOnlySysctls)
 	rd.f.Errors = append(rd.f.Errors, o.f.Errors...)
 	for _, p := range o.groupOrder {
 		g := o.groups[p]

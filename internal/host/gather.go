@@ -74,6 +74,7 @@ func Gather(ctx context.Context, src Source) (*Facts, error) {
 	switch {
 	case src.Live || src.Root.Live():
 		f.Source = "live"
+		f.Netns = netnsKind()
 	default:
 		f.Source = "root:" + src.Root.Dir
 	}
@@ -90,6 +91,9 @@ func Gather(ctx context.Context, src Source) (*Facts, error) {
 	}
 	gatherEthtool(ctx, f, src.Ethtool)
 	rd.flush()
+	if f.Netns == "" {
+		f.Netns = netnsFromSysctls(f.Sysctls)
+	}
 	return f, ctx.Err()
 }
 
@@ -256,4 +260,21 @@ func gatherEthtool(ctx context.Context, f *Facts, et Ethtooler) {
 			ifc.BusInfo = e.BusInfo
 		}
 	}
+}
+
+// netnsFromSysctls tells the initial network namespace from others by a sysctl
+// the kernel registers only in the initial one (net.core.netdev_max_backlog,
+// global since namespaces exist). It works on captures too, and where reading
+// pid 1's namespace link is not allowed.
+func netnsFromSysctls(s map[string]string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	if _, ok := s["net.core.netdev_max_backlog"]; ok {
+		return "init"
+	}
+	if _, ok := s["net.core.somaxconn"]; ok {
+		return "other"
+	}
+	return ""
 }

@@ -2,5 +2,24 @@
 
 package host
 
+import "os"
+
 // liveReaders returns the rtnetlink and ethtool readers of the running host.
 func liveReaders() (Netlink, Ethtooler) { return NewLiveNetlink(), NewLiveEthtool() }
+
+// netnsKind compares our network namespace with init's (pid 1). Reading pid
+// 1's namespace link needs privilege; without it the answer is unknown ("").
+func netnsKind() string {
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return ""
+	}
+	init, err := os.Readlink("/proc/1/ns/net")
+	if err != nil {
+		return ""
+	}
+	if self == init {
+		return "init"
+	}
+	return "other"
+}

@@ -110,6 +110,13 @@ func captureTree(r Root, dstDir string) (*Facts, error) {
 	if err := rec.writeTree(dstDir); err != nil {
 		return nil, fmt.Errorf("capture tree %s: %w", dstDir, err)
 	}
+	// Keep read-only sysctls read-only in the tree, so reading it back tells
+	// the same story (a namespace's read-only net.core limits).
+	for _, name := range f.ReadOnlySysctls {
+		if err := os.Chmod(filepath.Join(dstDir, filepath.FromSlash(SysctlPath(name))), 0o444); err != nil {
+			return nil, fmt.Errorf("capture tree %s: %w", dstDir, err)
+		}
+	}
 	return f, nil
 }
 

@@ -85,6 +85,9 @@ func (rd *fileReader) walkSysctls(dir, name string) {
 			continue
 		}
 		rd.f.Sysctls[child] = trimValue(b)
+		if info, err := e.Info(); err == nil && info.Mode().Perm()&0o222 == 0 {
+			rd.f.ReadOnlySysctls = append(rd.f.ReadOnlySysctls, child)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ package persist
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -36,6 +37,15 @@ type Options struct {
 	Journal string
 	// Systemd says whether systemd runs this host (the unit is only written then).
 	Systemd bool
+	// Root prefixes the files' paths ("" or "/" for the host itself).
+	Root string
+}
+
+func (o Options) path(p string) string {
+	if o.Root == "" || o.Root == "/" {
+		return p
+	}
+	return filepath.Join(o.Root, p)
 }
 
 // Changes returns the knob changes that persist settings, and notes for the
@@ -61,7 +71,7 @@ func Changes(settings []Setting, o Options) ([]Change, []string) {
 		for _, l := range sysctls {
 			b.WriteString(l + "\n")
 		}
-		out = append(out, Change{Knob: "file" + SysctlFile, Value: b.String()})
+		out = append(out, Change{Knob: "file" + o.path(SysctlFile), Value: b.String()})
 	}
 	if devices > 0 {
 		if !o.Systemd {
@@ -81,7 +91,7 @@ RemainAfterExit=yes
 [Install]
 WantedBy=multi-user.target
 `, o.Profile, o.Exe, o.Journal)
-			out = append(out, Change{Knob: "file" + UnitFile, Value: unit}, Change{Knob: "link" + UnitWants, Value: UnitFile})
+			out = append(out, Change{Knob: "file" + o.path(UnitFile), Value: unit}, Change{Knob: "link" + o.path(UnitWants), Value: UnitFile})
 		}
 	}
 	return out, notes

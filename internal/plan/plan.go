@@ -12,6 +12,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,10 +204,16 @@ func sysctlRow(f *host.Facts, s profile.Setting) Change {
 		return c
 	}
 	c.Current = knob.NormalizeSysctl(cur)
+	readOnly := slices.Contains(f.ReadOnlySysctls, s.Name)
 	switch s.Name {
 	case "net.ipv4.tcp_congestion_control":
 		if why := congestionMissing(f, s.Value); why != "" {
 			c.unsupported(why)
+			return c
+		}
+		allowed := strings.Fields(f.Sysctls["net.ipv4.tcp_allowed_congestion_control"])
+		if f.Netns == "other" && len(allowed) > 0 && !slices.Contains(allowed, s.Value) && c.Current != s.Value {
+			c.unsupported(fmt.Sprintf("only the initial network namespace may select %s; this one may use %s (net.ipv4.tcp_allowed_congestion_control)", s.Value, strings.Join(allowed, ", ")))
 			return c
 		}
 	case "net.core.default_qdisc":
@@ -216,6 +223,10 @@ func sysctlRow(f *host.Facts, s profile.Setting) Change {
 			return c
 		}
 		c.Desired, c.Note = v, note
+	}
+	if readOnly && c.Current != c.Desired {
+		c.unsupported(s.Name + " is read-only in this network namespace: the kernel sets it for the whole host from the initial namespace")
+		return c
 	}
 	c.decide(c.Current == c.Desired)
 	return c

@@ -72,10 +72,10 @@ type Resolved struct {
 	Settings []Setting `json:"-"`
 }
 
-// Resolve merges p with what it extends, binds params and applies sets
-// ("sysctl.net.core.somaxconn=8192", "rate=2mbit"). Errors name the file
+// Resolve merges p with what it extends, binds params, applies sets
+// ("sysctl.net.core.somaxconn=8192", "rate=2mbit") and drops skipped keys. Errors name the file
 // position of the offending setting, or the --set that caused them.
-func Resolve(p *Profile, sets map[string]string) (*Resolved, error) {
+func Resolve(p *Profile, sets map[string]string, skips ...string) (*Resolved, error) {
 	chain, err := lineage(p)
 	if err != nil {
 		return nil, err
@@ -158,6 +158,14 @@ func Resolve(p *Profile, sets map[string]string) (*Resolved, error) {
 		} else if pr.Required {
 			return nil, fmt.Errorf("profile %s needs parameter %s (%s): add --set %s=VALUE", p.Name, n, pr.Doc, n)
 		}
+	}
+	for _, k := range skips {
+		if _, ok := merged[k]; !ok {
+			return nil, fmt.Errorf("--skip %s: profile %s has no such setting", k, p.Name)
+		}
+		s := merged[k]
+		s.Skip = true
+		merged[k] = s
 	}
 	for _, k := range order {
 		s := merged[k]

@@ -61,6 +61,18 @@ func New(t testing.TB) *NS {
 		}
 	})
 	if err := n.Do(func() error {
+		// IPv6 link-local addresses appear asynchronously after a link comes up
+		// (address generation, DAD); a before/after comparison would see them
+		// arrive. Tests add the IPv6 addresses they need themselves.
+		for _, f := range []string{"/proc/sys/net/ipv6/conf/default/addr_gen_mode", "/proc/sys/net/ipv6/conf/default/accept_dad"} {
+			v := "1"
+			if strings.HasSuffix(f, "accept_dad") {
+				v = "0"
+			}
+			if err := os.WriteFile(f, []byte(v), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err
@@ -163,8 +175,8 @@ func (n *NS) Command(name string, args ...string) *exec.Cmd {
 
 // Main must be called from TestMain of packages that use Command: when the
 // binary was started as the helper it enters the namespace and execs the
-// target program instead of running tests.
-func Main(m *testing.M) {
+// target program instead of running tests. cleanups run after the tests.
+func Main(m *testing.M, cleanups ...func()) {
 	if name := os.Getenv(execEnv); name != "" {
 		os.Unsetenv(execEnv)
 		if err := enterAndExec(name, os.Args[1:]); err != nil {
@@ -172,7 +184,11 @@ func Main(m *testing.M) {
 			os.Exit(127)
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	os.Exit(code)
 }
 
 func enterAndExec(name string, argv []string) error {

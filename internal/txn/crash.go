@@ -9,3 +9,6 @@ func crashPoint(stage string, n int) {
 		crashAt(stage, n)
 	}
 }
+
+// bootIDOverride pretends a reboot happened (test builds only).
+var bootIDOverride string

@@ -12,6 +12,8 @@ import (
 // third knob write ("intent:3": after the third intent is journaled, before the
 // write). Compiled only into test builds.
 func init() {
+	// LOWLAT_TEST_BOOT_ID pretends the host rebooted.
+	bootIDOverride = os.Getenv("LOWLAT_TEST_BOOT_ID")
 	want := os.Getenv("LOWLAT_TEST_CRASH")
 	if want == "" {
 		return

@@ -3,14 +3,11 @@
 package txn_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -23,46 +20,7 @@ import (
 
 func TestMain(m *testing.M) { testnet.Main(m) }
 
-// snapshot is everything a transaction may touch in a namespace, taken with
-// tools independent of lowlat: every readable net.* sysctl, tc's qdisc list and
-// ip's route list.
-func snapshot(t *testing.T, ns *testnet.NS) string {
-	t.Helper()
-	var b strings.Builder
-	var lines []string
-	err := ns.Do(func() error {
-		return filepath.Walk("/proc/sys/net", func(p string, info os.FileInfo, err error) error {
-			if err != nil || info.IsDir() || info.Mode()&0o444 == 0 {
-				return nil
-			}
-			if strings.Contains(p, "stable_secret") || strings.HasSuffix(p, "/flush") {
-				return nil
-			}
-			v, err := os.ReadFile(p)
-			if err == nil {
-				lines = append(lines, p+"="+strings.Join(strings.Fields(string(v)), " "))
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	b.WriteString(strings.Join(lines, "\n"))
-	for _, args := range [][]string{{"tc", "-j", "qdisc", "show"}, {"tc", "-j", "filter", "show", "dev", "v0", "ingress"}, {"ip", "-d", "-j", "route", "show", "table", "all"}, {"ip", "-d", "-j", "link", "show"}} {
-		if _, err := exec.LookPath(args[0]); err != nil {
-			t.Skipf("%s not installed: cannot cross-check", args[0])
-		}
-		out, err := ns.Command(args[0], args[1:]...).Output()
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		b.WriteString("\n")
-		b.Write(out)
-	}
-	return b.String()
-}
+func snapshot(t *testing.T, ns *testnet.NS) string { return ns.Snapshot(t, "v0") }
 
 func setup(t *testing.T) (*testnet.NS, *txn.Engine) {
 	ns := testnet.New(t)
@@ -214,26 +172,4 @@ func loadState(t *testing.T, path string) *journal.State {
 	return st
 }
 
-func diffLines(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	set := map[string]bool{}
-	for _, l := range al {
-		set[l] = true
-	}
-	var out bytes.Buffer
-	for _, l := range bl {
-		if !set[l] {
-			out.WriteString("+ " + l + "\n")
-		}
-	}
-	set = map[string]bool{}
-	for _, l := range bl {
-		set[l] = true
-	}
-	for _, l := range al {
-		if !set[l] {
-			out.WriteString("- " + l + "\n")
-		}
-	}
-	return out.String()
-}
+func diffLines(a, b string) string { return testnet.DiffLines(a, b) }

@@ -32,6 +32,9 @@ func SpawnWatchdog(exe, journalPath, txnID string, deadline time.Time, extraArgs
 
 // BootID reads the kernel's id of the current boot.
 func BootID() string {
+	if bootIDOverride != "" {
+		return bootIDOverride
+	}
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""

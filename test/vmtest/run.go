@@ -161,7 +161,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Build lowlat and the test binaries.
 	lowlat := filepath.Join(work, "lowlat")
 	fmt.Fprintln(stdout, "vmtest: building ./cmd/lowlat")
-	if out, err := goCmd(ctx, root, "build", "-o", lowlat, "./cmd/lowlat"); err != nil {
+	// The test hooks (kill -9 at a chosen write) are compiled into the lowlat
+	// the tests drive; never into a release build.
+	if out, err := goCmd(ctx, root, "build", "-tags", "lowlat_testhooks", "-o", lowlat, "./cmd/lowlat"); err != nil {
 		return fmt.Errorf("build ./cmd/lowlat: %w\n%s", err, out)
 	}
 	var runs []*testRun

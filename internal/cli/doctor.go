@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/doctor"
+	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/plan"
+	"github.com/lowlat/lowlat/internal/report"
+	"github.com/lowlat/lowlat/internal/version"
+)
+
+func init() {
+	register(&command{name: "doctor", summary: "diagnose what on this host (or a capture) adds network latency", order: 10, run: runDoctor})
+}
+
+// doctorHost is the host summary doctor --json embeds.
+type doctorHost struct {
+	Hostname   string   `json:"hostname,omitempty"`
+	Kernel     string   `json:"kernel"`
+	CPUs       int      `json:"cpus"`
+	NUMANodes  int      `json:"numa_nodes"`
+	Interfaces []string `json:"interfaces"`
+	Congestion string   `json:"congestion_control,omitempty"`
+	Source     string   `json:"source"`
+	Netns      string   `json:"netns,omitempty"`
+	Tool       string   `json:"tool"`
+	Elapsed    string   `json:"elapsed"`
+	Unreadable []string `json:"unreadable,omitempty"`
+}
+
+func runDoctor(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "doctor", "doctor [--profile NAME [--set key=value]...] [--from FILE | --root DIR] [--json]")
+	var src factsSource
+	src.register(fs)
+	var pf planFlags
+	addPlanFlags(fs, &pf)
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := positional(fs, pos, 0, 0, ""); err != nil {
+		return err
+	}
+	start := time.Now()
+	f, err := src.load(ctx)
+	if err != nil {
+		return err
+	}
+	var opts doctor.Options
+	if pf.profile != "" {
+		pl, _, err := makePlan(f, &pf, "doctor")
+		if err != nil {
+			return err
+		}
+		opts.Plan = pl
+	}
+	rep := doctor.Run(f, opts)
+	h := summarizeHost(f)
+	h.Elapsed = time.Since(start).Round(time.Millisecond).String()
+	if *asJSON {
+		return report.JSON(env.Stdout, struct {
+			Findings []doctor.Finding `json:"findings"`
+			Host     doctorHost       `json:"host"`
+			Checks   any              `json:"checks"`
+		}{rep.Findings, h, rep.Checks})
+	}
+	renderDoctor(env, rep, h, opts.Plan)
+	return nil
+}
+
+func summarizeHost(f *host.Facts) doctorHost {
+	h := doctorHost{Hostname: f.Hostname, Kernel: f.Kernel.Release, CPUs: len(f.CPUs), NUMANodes: len(f.NUMA),
+		Congestion: f.Sysctls["net.ipv4.tcp_congestion_control"], Source: f.Source, Netns: f.Netns, Tool: version.String(), Interfaces: []string{}}
+	if h.CPUs == 0 {
+		h.CPUs = runtime.NumCPU()
+	}
+	for _, i := range f.Interfaces {
+		h.Interfaces = append(h.Interfaces, i.Name)
+	}
+	for _, e := range f.Errors {
+		h.Unreadable = append(h.Unreadable, e.Source+": "+e.Err)
+	}
+	sort.Strings(h.Unreadable)
+	return h
+}
+
+func renderDoctor(env *Env, rep *doctor.Report, h doctorHost, pl *plan.Plan) {
+	fmt.Fprintf(env.Stdout, "lowlat doctor: %s, kernel %s, %d CPUs, %s (%s)\n\n", orDash(h.Hostname), h.Kernel, h.CPUs, strings.Join(h.Interfaces, " "), h.Elapsed)
+	counts := map[string]int{}
+	t := report.Table{Header: []string{"severity", "id", "finding"}}
+	for _, f := range rep.Findings {
+		st := report.Dim
+		switch f.Severity {
+		case doctor.Crit:
+			st = report.Bad
+		case doctor.Warn:
+			st = report.Warn
+		}
+		if !f.NotChecked {
+			counts[f.Severity]++
+		}
+		sev := f.Severity
+		if f.NotChecked {
+			sev = "skip"
+		}
+		t.Add(report.S(sev, st), report.C(f.ID), report.C(f.Summary))
+		if f.Fix != "" {
+			src := ""
+			if f.Source != "" {
+				src = " [runbook " + f.Source + "]"
+			}
+			t.Add(report.C(""), report.C(""), report.S("fix: "+f.Fix+src, report.Dim))
+		}
+	}
+	if len(rep.Findings) > 0 {
+		t.Render(env.Stdout, env.TTY)
+		fmt.Fprintln(env.Stdout)
+	}
+	fmt.Fprintf(env.Stdout, "%d checks: %d passed, %d crit, %d warn, %d info, %d not checked\n",
+		rep.Checks.Run, rep.Checks.Passed, counts[doctor.Crit], counts[doctor.Warn], counts[doctor.Info], rep.Checks.NotChecked)
+	if pl == nil {
+		fmt.Fprintln(env.Stdout, "Next: 'lowlat plan --profile NAME' shows what a profile would change ('lowlat profile list').")
+	}
+}

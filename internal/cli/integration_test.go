@@ -1,0 +1,492 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/testnet"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	testnet.Main(m, func() {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	})
+}
+
+// lowlatBin builds lowlat once, with the test hooks (kill -9 at a chosen write,
+// a pretend boot id) compiled in. $LOWLAT_BIN overrides (the VM run passes a
+// binary built the same way).
+var lowlatBin = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv("LOWLAT_BIN"); p != "" {
+		return p, nil
+	}
+	dir, err := os.MkdirTemp("", "lowlat-test-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	// Readable and executable for the not-root test.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "lowlat")
+	cmd := exec.Command("go", "build", "-tags", "lowlat_testhooks", "-o", out, "github.com/lowlat/lowlat/cmd/lowlat")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return out, nil
+})
+
+// world is a namespace with an uplink veth, an address and a default route, a
+// private journal, and a place for persistence files.
+type world struct {
+	t       *testing.T
+	ns      *testnet.NS
+	journal string
+	root    string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	if _, err := lowlatBin(); err != nil {
+		t.Fatal(err)
+	}
+	ns := testnet.New(t)
+	ns.Veth(t, "up0", "up1", nil, 1)
+	if err := ns.Do(func() error {
+		l, _ := netlink.LinkByName("up0")
+		addr, _ := netlink.ParseAddr("10.77.0.2/24")
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return err
+		}
+		_, dst, _ := net.ParseCIDR("0.0.0.0/0")
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Gw: net.ParseIP("10.77.0.1")}); err != nil {
+			return err
+		}
+		addr6, _ := netlink.ParseAddr("fd77::2/64")
+		addr6.Flags = unix.IFA_F_NODAD
+		if err := netlink.AddrAdd(l, addr6); err != nil {
+			return err
+		}
+		_, dst6, _ := net.ParseCIDR("::/0")
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst6, Gw: net.ParseIP("fd77::1")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	return &world{t: t, ns: ns, journal: filepath.Join(dir, "journal"), root: filepath.Join(dir, "root")}
+}
+
+type result struct {
+	code   int
+	killed bool
+	stdout string
+	stderr string
+}
+
+// run runs lowlat inside the namespace with the world's journal.
+func (w *world) run(env []string, args ...string) result {
+	w.t.Helper()
+	bin, _ := lowlatBin()
+	cmd := w.ns.Command(bin, args...)
+	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			r.killed = true
+		}
+	default:
+		w.t.Fatalf("run lowlat %v: %v", args, err)
+	}
+	return r
+}
+
+func (w *world) mustRun(args ...string) result {
+	w.t.Helper()
+	r := w.run(nil, args...)
+	if r.code != 0 {
+		w.t.Fatalf("lowlat %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func (w *world) snapshot() string { return w.ns.Snapshot(w.t, "up0") }
+
+// THP is host-global: a namespaced test must not touch it.
+var skipGlobal = []string{"--skip", "sysfs.kernel/mm/transparent_hugepage/enabled"}
+
+func profileArgs(name string) []string {
+	args := []string{"--profile", name}
+	switch name {
+	case "game-udp":
+		args = append(args, skipGlobal...)
+	case "capped-uplink":
+		args = append(args, "--set", "rate=2mbit", "--set", "down=20mbit")
+	}
+	return args
+}
+
+type applyJSON struct {
+	Txn     string `json:"txn"`
+	Changed []struct {
+		Knob, Before, After string
+	} `json:"changed"`
+	Failed []struct{ Knob, Error string } `json:"failed"`
+}
+
+// TestIntegrationProfilesApplyStatusRollback applies each built-in profile's
+// namespace-scoped knobs, checks status is clean, rolls back and checks every
+// sysctl, qdisc, filter, route and link is byte-identical to before.
+func TestIntegrationProfilesApplyStatusRollback(t *testing.T) {
+	for _, name := range []string{"game-udp", "realtime-tcp", "live-edge", "capped-uplink"} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			before := w.snapshot()
+			r := w.mustRun(append([]string{"apply", "--yes", "--json"}, profileArgs(name)...)...)
+			var res applyJSON
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+				t.Fatalf("apply --json: %v\n%s", err, r.stdout)
+			}
+			if res.Txn == "" || len(res.Changed) == 0 || len(res.Failed) != 0 {
+				t.Fatalf("apply result: %+v", res)
+			}
+			t.Logf("%s changed %d knobs", name, len(res.Changed))
+			if w.snapshot() == before {
+				t.Fatal("apply changed nothing visible to iproute2 or /proc/sys")
+			}
+			st := w.mustRun("status", "--json")
+			var rep struct {
+				Txn   *string `json:"txn"`
+				Drift []any   `json:"drift"`
+			}
+			json.Unmarshal([]byte(st.stdout), &rep)
+			if rep.Txn == nil || *rep.Txn != res.Txn || len(rep.Drift) != 0 {
+				t.Fatalf("status after apply: %s", st.stdout)
+			}
+			w.mustRun("rollback", "--json")
+			if after := w.snapshot(); after != before {
+				t.Errorf("not byte-identical after rollback:\n%s", testnet.DiffLines(before, after))
+			}
+			st = w.mustRun("status", "--json")
+			if !strings.Contains(st.stdout, `"txn": null`) {
+				t.Errorf("status after rollback: %s", st.stdout)
+			}
+		})
+	}
+}
+
+// TestIntegrationKill9AtEveryPoint kills the apply with SIGKILL right after
+// each knob write (and right after each journal intent, before its write), then
+// recovers with rollback (or status) and checks the namespace is exactly as
+// before.
+func TestIntegrationKill9AtEveryPoint(t *testing.T) {
+	w := newWorld(t)
+	args := append([]string{"apply", "--yes", "--json"}, profileArgs("capped-uplink")...)
+	args = append(args, "--set", "sysctl.net.ipv4.tcp_fin_timeout=11", "--set", "route.initcwnd=20")
+	before := w.snapshot()
+	// Count the writes of a full apply first.
+	r := w.mustRun(args...)
+	var res applyJSON
+	json.Unmarshal([]byte(r.stdout), &res)
+	n := len(res.Changed)
+	if n < 4 {
+		t.Fatalf("want a multi-knob apply, got %d changes", n)
+	}
+	w.mustRun("rollback")
+	if after := w.snapshot(); after != before {
+		t.Fatalf("plain rollback not clean:\n%s", testnet.DiffLines(before, after))
+	}
+	for i := 1; i <= n; i++ {
+		for _, stage := range []string{"intent", "write"} {
+			for _, recover := range []string{"rollback", "status"} {
+				point := fmt.Sprintf("%s:%d", stage, i)
+				r := w.run([]string{"LOWLAT_TEST_CRASH=" + point}, args...)
+				if !r.killed {
+					t.Fatalf("%s: apply was not killed (exit %d): %s %s", point, r.code, r.stdout, r.stderr)
+				}
+				// A second apply must refuse while the first is unfinished.
+				if r2 := w.run(nil, args...); r2.code == 0 || !strings.Contains(r2.stderr, "did not finish") {
+					t.Fatalf("%s: apply over an unfinished transaction: exit %d %s", point, r2.code, r2.stderr)
+				}
+				rec := w.run(nil, recover)
+				if rec.code != 0 {
+					t.Fatalf("%s: %s after kill: exit %d\n%s\n%s", point, recover, rec.code, rec.stdout, rec.stderr)
+				}
+				if recover == "status" && !strings.Contains(rec.stdout, "Recovered") {
+					t.Errorf("%s: status did not say it recovered:\n%s", point, rec.stdout)
+				}
+				if after := w.snapshot(); after != before {
+					t.Fatalf("%s, recovered by %s: not restored:\n%s", point, recover, testnet.DiffLines(before, after))
+				}
+			}
+		}
+	}
+}
+
+func TestIntegrationDriftExitsThree(t *testing.T) {
+	w := newWorld(t)
+	w.mustRun(append([]string{"apply", "--yes"}, profileArgs("realtime-tcp")...)...)
+	if err := w.ns.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/tcp_fin_timeout", []byte("60"), 0)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := w.run(nil, "status")
+	if r.code != 3 || !strings.Contains(r.stdout, "sysctl/net.ipv4.tcp_fin_timeout") || !strings.Contains(r.stdout, "60") {
+		t.Fatalf("status: exit %d\n%s", r.code, r.stdout)
+	}
+	rj := w.run(nil, "status", "--json")
+	var rep struct {
+		Drift []struct{ Knob, Applied, Live string } `json:"drift"`
+	}
+	json.Unmarshal([]byte(rj.stdout), &rep)
+	if rj.code != 3 || len(rep.Drift) != 1 || rep.Drift[0].Applied != "15" || rep.Drift[0].Live != "60" {
+		t.Fatalf("status --json: exit %d %s", rj.code, rj.stdout)
+	}
+	w.mustRun("rollback")
+}
+
+// TestIntegrationConfirmDeadman: an unconfirmed apply is rolled back by the
+// detached watchdog after the deadline, even though the apply process is long
+// gone; a confirmed one stays.
+func TestIntegrationConfirmDeadman(t *testing.T) {
+	w := newWorld(t)
+	before := w.snapshot()
+	w.mustRun(append([]string{"apply", "--yes", "--confirm", "2s"}, profileArgs("live-edge")...)...)
+	if w.snapshot() == before {
+		t.Fatal("apply changed nothing")
+	}
+	if r := w.run(nil, append([]string{"apply", "--yes"}, profileArgs("realtime-tcp")...)...); r.code == 0 || !strings.Contains(r.stderr, "awaits confirmation") {
+		t.Fatalf("a second apply while one awaits confirmation: exit %d %s", r.code, r.stderr)
+	}
+	if !waitFor(8*time.Second, func() bool { return w.snapshot() == before }) {
+		t.Fatalf("not rolled back 8 s after a 2 s deadline:\n%s", testnet.DiffLines(before, w.snapshot()))
+	}
+	if r := w.run(nil, "confirm"); r.code == 0 || !strings.Contains(r.stderr, "already rolled back") {
+		t.Errorf("late confirm: exit %d %s", r.code, r.stderr)
+	}
+
+	w.mustRun(append([]string{"apply", "--yes", "--confirm", "2s"}, profileArgs("live-edge")...)...)
+	applied := w.snapshot()
+	w.mustRun("confirm")
+	time.Sleep(3 * time.Second)
+	if w.snapshot() != applied {
+		t.Fatal("a confirmed change was rolled back")
+	}
+	w.mustRun("rollback")
+	if after := w.snapshot(); after != before {
+		t.Errorf("rollback after confirm:\n%s", testnet.DiffLines(before, after))
+	}
+}
+
+func waitFor(d time.Duration, ok func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if ok() {
+			return true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return ok()
+}
+
+// TestIntegrationBadInput: each bad input gives one clear line naming the
+// thing and leaves the namespace exactly as it was.
+func TestIntegrationBadInput(t *testing.T) {
+	w := newWorld(t)
+	before := w.snapshot()
+	badProfile := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(badProfile, []byte("extends = \"game-udp\"\n[qdisc.root]\nvalue = \"fq_codel targte 5ms\"\n"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown profile", []string{"apply", "--yes", "--profile", "gaming"}, `unknown profile "gaming"`},
+		{"unknown interface", []string{"apply", "--yes", "--profile", "realtime-tcp", "--iface", "eth9"}, `unknown interface "eth9"`},
+		{"malformed profile", []string{"apply", "--yes", "--profile", badProfile}, badProfile + ":3:9: qdisc.root: fq_codel: unknown option \"targte\""},
+		{"missing parameter", []string{"apply", "--yes", "--profile", "capped-uplink"}, "needs parameter rate"},
+		{"kernel rejects a value", []string{"apply", "--yes", "--profile", "realtime-tcp", "--set", "sysctl.net.ipv4.ip_local_port_range=70000 80000"}, "net.ipv4.ip_local_port_range: write \"70000 80000\""},
+		{"no --yes without a terminal", []string{"apply", "--profile", "realtime-tcp"}, "pass --yes"},
+		{"bad confirm", []string{"apply", "--yes", "--profile", "realtime-tcp", "--confirm", "0.5s"}, "--confirm 500ms: want 1s..24h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := w.run(nil, tt.args...)
+			if r.code == 0 || !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q, want it to contain %q", r.code, r.stderr, tt.want)
+			}
+			if lines := strings.Count(strings.TrimSpace(r.stderr), "\n"); lines > 0 {
+				t.Errorf("error is %d lines, want one:\n%s", lines+1, r.stderr)
+			}
+			if after := w.snapshot(); after != before {
+				t.Fatalf("host changed:\n%s", testnet.DiffLines(before, after))
+			}
+		})
+	}
+	t.Run("kernel rejection rolls back and exits with the errno", func(t *testing.T) {
+		r := w.run(nil, "apply", "--yes", "--profile", "realtime-tcp", "--set", "sysctl.net.ipv4.ip_local_port_range=70000 80000")
+		if !strings.Contains(r.stderr, "invalid argument") || !strings.Contains(r.stderr, "rolled back") {
+			t.Errorf("stderr: %s", r.stderr)
+		}
+	})
+	t.Run("not root", func(t *testing.T) {
+		bin, _ := lowlatBin()
+		cmd := w.ns.Command(bin, "apply", "--yes", "--profile", "realtime-tcp")
+		cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		// The namespace helper needs root to enter; run lowlat directly, as
+		// nobody, in the host namespace: it must refuse before reading anything.
+		cmd = exec.Command(bin, "apply", "--yes", "--profile", "realtime-tcp")
+		cmd.Env = append(os.Environ(), "LOWLAT_JOURNAL="+w.journal)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "must run as root") {
+			t.Errorf("as nobody: %v %s", err, out)
+		}
+	})
+	t.Run("journal from a newer lowlat", func(t *testing.T) {
+		j := filepath.Join(t.TempDir(), "journal")
+		rec := `{"v":99,"type":"begin","txn":"x"}`
+		line := fmt.Sprintf("%08x %s\n", crc32.Checksum([]byte(rec), crc32.MakeTable(crc32.Castagnoli)), rec)
+		os.WriteFile(j, []byte(line), 0o644)
+		for _, cmd := range [][]string{{"apply", "--yes", "--profile", "realtime-tcp", "--journal", j}, {"rollback", "--journal", j}, {"status", "--journal", j}} {
+			r := w.run(nil, cmd...)
+			if r.code == 0 || !strings.Contains(r.stderr, j) || !strings.Contains(r.stderr, "newer lowlat") {
+				t.Errorf("%s: exit %d %s", cmd[0], r.code, r.stderr)
+			}
+		}
+		if after := w.snapshot(); after != before {
+			t.Fatal("host changed")
+		}
+	})
+	t.Run("truncated last journal record", func(t *testing.T) {
+		r := w.run([]string{"LOWLAT_TEST_CRASH=write:2"}, "apply", "--yes", "--profile", "realtime-tcp")
+		if !r.killed {
+			t.Fatal("not killed")
+		}
+		// Simulate the process dying inside the write of its next record.
+		f, _ := os.OpenFile(w.journal, os.O_APPEND|os.O_WRONLY, 0)
+		f.WriteString(`7f3a9c01 {"v":1,"type":"intent","txn":"`)
+		f.Close()
+		a := w.run(nil, "apply", "--yes", "--profile", "realtime-tcp")
+		if a.code == 0 || !strings.Contains(a.stderr, "incomplete") || !strings.Contains(a.stderr, w.journal) {
+			t.Fatalf("apply over a torn journal: exit %d %s", a.code, a.stderr)
+		}
+		rb := w.run(nil, "rollback")
+		if rb.code != 0 || !strings.Contains(rb.stdout, "removed line") {
+			t.Fatalf("rollback over a torn journal: exit %d %s %s", rb.code, rb.stdout, rb.stderr)
+		}
+		if after := w.snapshot(); after != before {
+			t.Fatalf("not restored:\n%s", testnet.DiffLines(before, after))
+		}
+	})
+}
+
+// TestIntegrationPersistAndBoot: --persist writes the sysctl.d file and the
+// boot unit (below --persist-root here), rollback removes them, and after a
+// pretend reboot 'lowlat boot' re-applies the device knobs.
+func TestIntegrationPersistAndBoot(t *testing.T) {
+	w := newWorld(t)
+	before := w.snapshot()
+	args := append([]string{"apply", "--yes", "--persist", "--persist-root", w.root}, profileArgs("capped-uplink")...)
+	w.mustRun(args...)
+	conf, err := os.ReadFile(filepath.Join(w.root, "etc/sysctl.d/99-lowlat.conf"))
+	if err != nil || !strings.Contains(string(conf), "net.ipv4.tcp_congestion_control = bbr") {
+		t.Fatalf("sysctl.d file: %v\n%s", err, conf)
+	}
+	// This test host runs no systemd, so no unit is written and apply says so.
+	if _, err := os.Stat(filepath.Join(w.root, "etc/systemd/system/lowlat-boot.service")); err == nil {
+		if _, err := os.Stat("/run/systemd/system"); err != nil {
+			t.Error("boot unit written although systemd does not run")
+		}
+	}
+	// Pretend a reboot: the qdiscs are back to the kernel default.
+	applied := w.snapshot()
+	if err := w.ns.Do(func() error {
+		l, _ := netlink.LinkByName("up0")
+		qs, _ := netlink.QdiscList(l)
+		for _, q := range qs {
+			if q.Attrs().Parent == netlink.HANDLE_ROOT {
+				netlink.QdiscDel(q)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.run(nil, "status"); r.code != 3 {
+		t.Fatalf("status after the qdisc reset: exit %d\n%s", r.code, r.stdout)
+	}
+	r := w.run([]string{"LOWLAT_TEST_BOOT_ID=another-boot"}, "boot")
+	if r.code != 0 || !strings.Contains(r.stdout, "qdisc/up0/root") {
+		t.Fatalf("boot: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// A re-created qdisc gets a new kernel handle, as it would after a real
+	// reboot; everything else must match.
+	if now := w.snapshot(); normHandles(now) != normHandles(applied) {
+		t.Errorf("boot did not restore the applied state:\n%s", testnet.DiffLines(normHandles(applied), normHandles(now)))
+	}
+	if r := w.run(nil, "status"); r.code != 0 {
+		t.Errorf("status after boot: exit %d\n%s", r.code, r.stdout)
+	}
+	w.mustRun("rollback")
+	if _, err := os.Stat(filepath.Join(w.root, "etc/sysctl.d/99-lowlat.conf")); !os.IsNotExist(err) {
+		t.Errorf("rollback left the sysctl.d file: %v", err)
+	}
+	if after := w.snapshot(); after != before {
+		t.Errorf("rollback:\n%s", testnet.DiffLines(before, after))
+	}
+	st := journalState(t, w.journal)
+	if tx := st.Txns[0]; !tx.Meta.Persist || len(tx.Boots) != 2 {
+		t.Errorf("journal: persist=%v boots=%v", tx.Meta.Persist, tx.Boots)
+	}
+}
+
+var handleRE = regexp.MustCompile(`\b[0-9a-f]{1,4}:[0-9a-f]{0,4}`)
+
+func normHandles(s string) string { return handleRE.ReplaceAllString(s, "H:") }
+
+func journalState(t *testing.T, path string) *journal.State {
+	t.Helper()
+	j, err := journal.Open(path, journal.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	st, err := j.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

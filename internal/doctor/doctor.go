@@ -1,0 +1,167 @@
+// Package doctor inspects host facts for what makes network latency worse:
+// FIFO qdiscs in front of long queues, congestion control that fills buffers,
+// settings the runbooks found (and settings they got wrong), interrupts piled
+// on one CPU, drop counters. It is read-only and runs on captured facts as well
+// as on the live host.
+//
+// Each check reports findings with a kebab-case id, a severity, the evidence it
+// saw, the fix (a knob change or an action) and the runbook it comes from. A
+// check that cannot read its data says so in its own row; the others go on, and
+// a check that panics is reported, never fatal.
+package doctor
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/plan"
+)
+
+// Severities, in increasing order.
+const (
+	Info = "info"
+	Warn = "warn"
+	Crit = "crit"
+)
+
+// Finding is one thing worth knowing about the host.
+type Finding struct {
+	ID       string            `json:"id"`
+	Severity string            `json:"severity"`
+	Summary  string            `json:"summary"`
+	Evidence map[string]string `json:"evidence"`
+	Fix      string            `json:"fix"`
+	Source   string            `json:"source"`
+	// NotChecked marks a row that says a check could not run (its data was
+	// unreadable), as opposed to a finding about the host.
+	NotChecked bool `json:"not_checked,omitempty"`
+}
+
+// Check is one inspection.
+type Check struct {
+	ID string
+	// Needs are fact sources (as in host.Facts.Errors) without which the
+	// check cannot say anything.
+	Needs []string
+	Run   func(f *host.Facts, o Options) []Finding
+}
+
+// Options tune a doctor run.
+type Options struct {
+	// Plan, when a profile was given, adds a finding per knob the profile
+	// would still change.
+	Plan *plan.Plan
+}
+
+// Report is the result of a run.
+type Report struct {
+	Findings []Finding `json:"findings"`
+	// Checks counts the checks run, passed (no finding) and not checked.
+	Checks struct {
+		Run        int `json:"run"`
+		Passed     int `json:"passed"`
+		NotChecked int `json:"not_checked"`
+	} `json:"checks"`
+}
+
+// Run runs every check on f.
+func Run(f *host.Facts, o Options) *Report {
+	rep := &Report{Findings: []Finding{}}
+	for _, c := range Checks {
+		rep.Checks.Run++
+		if missing := missingSource(f, c.Needs); missing != "" {
+			rep.Checks.NotChecked++
+			rep.Findings = append(rep.Findings, Finding{
+				ID: c.ID, Severity: Info, NotChecked: true,
+				Summary:  "not checked: " + missing,
+				Evidence: map[string]string{"error": missing},
+				Fix:      "run lowlat doctor as root, or capture on the host itself",
+			})
+			continue
+		}
+		fs := runCheck(c, f, o)
+		if len(fs) == 0 {
+			rep.Checks.Passed++
+		}
+		rep.Findings = append(rep.Findings, fs...)
+	}
+	if o.Plan != nil {
+		rep.Findings = append(rep.Findings, planFindings(o.Plan)...)
+	}
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		return rank(rep.Findings[i].Severity) > rank(rep.Findings[j].Severity)
+	})
+	return rep
+}
+
+func rank(s string) int {
+	switch s {
+	case Crit:
+		return 2
+	case Warn:
+		return 1
+	}
+	return 0
+}
+
+// runCheck isolates one check: a panic becomes a row, not a crash.
+func runCheck(c Check, f *host.Facts, o Options) (out []Finding) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = []Finding{{ID: c.ID, Severity: Info, NotChecked: true,
+				Summary:  fmt.Sprintf("check failed: %v", r),
+				Evidence: map[string]string{"panic": fmt.Sprint(r), "stack": firstLines(string(debug.Stack()), 6)},
+				Fix:      "report this as a lowlat bug with 'lowlat capture -o host.json' attached"}}
+		}
+	}()
+	return c.Run(f, o)
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// missingSource returns why a needed source is unreadable, or "".
+func missingSource(f *host.Facts, needs []string) string {
+	for _, n := range needs {
+		for _, e := range f.Errors {
+			if e.Source == n || strings.HasPrefix(e.Source, n) {
+				return fmt.Sprintf("cannot read %s (%s)", e.Source, e.Err)
+			}
+		}
+	}
+	return ""
+}
+
+// planFindings reports what a profile would still change.
+func planFindings(p *plan.Plan) []Finding {
+	var out []Finding
+	for _, c := range p.Changes {
+		switch c.Action {
+		case plan.Set:
+			out = append(out, Finding{
+				ID: "profile-" + p.Profile, Severity: Info,
+				Summary:  fmt.Sprintf("%s is %s; profile %s wants %s", c.Knob, c.Current, p.Profile, c.Desired),
+				Evidence: map[string]string{"knob": c.Knob, "current": c.Current, "desired": c.Desired},
+				Fix:      fmt.Sprintf("lowlat apply --profile %s (%s)", p.Profile, c.Reason),
+				Source:   c.Source,
+			})
+		case plan.Skip:
+			out = append(out, Finding{
+				ID: "profile-" + p.Profile + "-unsupported", Severity: Info,
+				Summary:  fmt.Sprintf("%s cannot be set here: %s", c.Knob, c.Reason),
+				Evidence: map[string]string{"knob": c.Knob, "current": c.Current, "desired": c.Desired},
+				Fix:      "none on this host; see the reason",
+				Source:   c.Source,
+			})
+		}
+	}
+	return out
+}
