@@ -21,8 +21,8 @@ type Facts struct {
 	// Source says where the facts came from: "live", "root:DIR" or "capture:FILE".
 	Source string `json:"source"`
 
-	Kernel     Kernel            `json:"kernel"`
-	Sysctls    map[string]string `json:"sysctls"`
+	Kernel  Kernel            `json:"kernel"`
+	Sysctls map[string]string `json:"sysctls"`
 	// ReadOnlySysctls are sysctls that exist but cannot be written here: in a
 	// network namespace other than the first, the kernel shows some net.core
 	// limits (rmem_max, wmem_max...) read-only, set for the whole host.
@@ -31,10 +31,10 @@ type Facts struct {
 	// namespace ("init"), another one ("other"), or it could not be told ("").
 	// Only the initial namespace may select a congestion control outside
 	// tcp_allowed_congestion_control.
-	Netns string `json:"netns,omitempty"`
-	Interfaces []Interface       `json:"interfaces"`
-	Routes     []Route           `json:"routes"`
-	IRQs       []IRQ             `json:"irqs"`
+	Netns      string      `json:"netns,omitempty"`
+	Interfaces []Interface `json:"interfaces"`
+	Routes     []Route     `json:"routes"`
+	IRQs       []IRQ       `json:"irqs"`
 	// SoftIRQs maps a softirq name (NET_RX, NET_TX, ...) to its per-CPU counts.
 	SoftIRQs map[string][]uint64 `json:"softirqs,omitempty"`
 	Softnet  []SoftnetCPU        `json:"softnet,omitempty"`

@@ -527,4 +527,3 @@ func sysfsRow(f *host.Facts, s profile.Setting) Change {
 	c.decide(strings.TrimSpace(cur) == strings.TrimSpace(s.Value))
 	return c
 }
-
