@@ -14,6 +14,7 @@ import (
 
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/report"
+	"golang.org/x/term"
 )
 
 func init() {
@@ -177,11 +178,21 @@ func usageErr(kind string, err error) error {
 	return &ExitError{Code: 2, Err: fmt.Errorf("probe %s: %v", kind, err)}
 }
 
-// progress draws a bar on stderr for runs over two seconds on a terminal.
+// progress draws a bar on stderr for runs over two seconds when stderr is a
+// terminal (also when stdout is redirected: --json > result.json).
 func progress(env *Env, label string, total time.Duration) func() {
-	p := report.NewProgress(env.Stderr, env.TTY, label, total)
+	p := report.NewProgress(env.Stderr, stderrTTY(env), label, total)
 	p.Start()
 	return p.Stop
+}
+
+// stderrTTY reports whether the bar has a terminal to draw on.
+func stderrTTY(env *Env) bool {
+	if env.Getenv != nil && (env.Getenv("NO_COLOR") != "" || env.Getenv("TERM") == "dumb") {
+		return false
+	}
+	f, ok := env.Stderr.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func probeUDP(ctx context.Context, env *Env, args []string) error {
@@ -254,7 +265,22 @@ func humanUDP(w io.Writer, env *Env, r *probe.UDPResult) error {
 	fmt.Fprintf(w, "\njitter %s (RFC 3550)  ipdv p50 %s p99 %s  pdv %s (p99 - min)\n", fmtUS(r.Jitter), fmtUS(r.IPDV.P50), fmtUS(r.IPDV.P99), fmtUS(r.PDV))
 	fmt.Fprintln(w, report.Paint(fmt.Sprintf("loss up %d (%.2f%%) down %d (%.2f%%)", r.Loss.Up, r.Loss.UpPct, r.Loss.Down, r.Loss.DownPct), lossStyle, env.TTY)+
 		fmt.Sprintf("  duplicates %d  reordered %d", r.Duplicates, r.Reordered))
+	d := r.DSCP
+	line := fmt.Sprintf("dscp sent %s, at the reflector %s, on replies %s", d.Sent, orUnknown(d.ReflectorReceived), orUnknown(d.Received))
+	st := report.Good
+	if d.Changed > 0 {
+		st = report.Warn
+		line += fmt.Sprintf(" (%d replies remarked on the way)", d.Changed)
+	}
+	fmt.Fprintln(w, report.Paint(line, st, env.TTY))
 	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func probeTCP(ctx context.Context, env *Env, args []string) error {
@@ -300,14 +326,16 @@ func probeTCP(ctx context.Context, env *Env, args []string) error {
 		return probeErr("tcp", err)
 	}
 	return emit(env, of, res, func(w io.Writer) error {
-		fmt.Fprintf(w, "tcp probe %s: %d connections, %d requests at %.0f/s, %s, %d B, nodelay=%v, %d errors\n\n",
-			res.Target, res.Connections, res.Requests, res.Config.Rate, res.Config.Pattern, res.Config.Size, res.Config.NoDelay, res.Errors)
+		fmt.Fprintf(w, "tcp probe %s: %d connections, %d requests at %.0f/s, %s, %d B, nodelay=%v, %d errors, %s timestamps\n\n",
+			res.Target, res.Connections, res.Requests, res.Config.Rate, res.Config.Pattern, res.Config.Size, res.Config.NoDelay, res.Errors, res.Timestamps)
 		t := pctTable()
 		pctRow(t, "latency", res.RTT)
+		pctRow(t, "service", res.Service)
 		pctRow(t, "connect", res.Connect)
 		if err := t.Render(w, env.TTY); err != nil {
 			return err
 		}
+		fmt.Fprintln(w, "\nlatency: from each request's scheduled time (a slow reply delays those behind it); service: send to reply, uncorrected")
 		if res.Errors > 0 {
 			fmt.Fprintln(w, report.Paint("first error: "+res.ErrorSample, report.Warn, env.TTY))
 		}

@@ -45,6 +45,7 @@ func exitCode(err error) int {
 
 func TestProbeBadInput(t *testing.T) {
 	addr := startTestReflector(t, "")
+	kaddr := startTestReflector(t, "right")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "r.json")
 	cases := []struct {
@@ -66,6 +67,18 @@ func TestProbeBadInput(t *testing.T) {
 		{[]string{"tcp", "127.0.0.1:1", "--duration", "1s", "-o", out}, 1, "connection refused"},
 		{[]string{"udp", "no-such-host.invalid:7431", "--duration", "1s", "-o", out}, 1, "resolve"},
 		{[]string{"udp", addr, "--key", "wrong", "--duration", "1s", "-o", out}, 1, "no replies: wrong key or unreachable"},
+		{[]string{"tcp", kaddr, "--key", "wrong", "--duration", "1s", "-o", out}, 1, "no replies: wrong key or unreachable"},
+		{[]string{"tcp", kaddr, "--duration", "1s", "-o", out}, 1, "no replies: wrong key or unreachable"},
+		{[]string{"crr", kaddr, "--key", "wrong", "--count", "2", "-o", out}, 1, "no replies: wrong key or unreachable"},
+		{[]string{"crr", kaddr, "--key", "wrong", "--count", "4", "--parallel", "2", "-o", out}, 1, "no replies: wrong key or unreachable"},
+		{[]string{"udp", addr, "--interval", "10us"}, 2, "interval 10µs: must be at least 100µs"},
+		{[]string{"tcp", addr, "--duration", "25h"}, 2, "longer than 24h0m0s (use --force"},
+		{[]string{"tcp", addr, "--pattern", "bogus"}, 2, "pattern \"bogus\""},
+		{[]string{"crr", addr, "--parallel", "1000"}, 2, "parallel 1000: must be 1..256"},
+		{[]string{"crr", addr, "--parallel", "0"}, 2, "parallel 0: must be 1..256"},
+		{[]string{"crr", addr, "--response", "2000000000"}, 2, "response 2000000000: must be 16..1073741824"},
+		{[]string{"load", addr, "--flows", "1000"}, 2, "flows 1000: must be 1..256"},
+		{[]string{"load", addr, "--duration", "24h", "--idle", "1h"}, 2, "longer than 24h0m0s (use --force"},
 	}
 	for _, tt := range cases {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -111,7 +124,7 @@ func TestProbeUDPJSONAndCompare(t *testing.T) {
 		if !bytes.Equal(disk, stdout.Bytes()) {
 			t.Error("-o file differs from --json output")
 		}
-		for _, k := range []string{"rtt_us", "jitter_us", "ipdv_us", "pdv_us", "sent", "received", "loss", "duplicates", "reordered", "timestamps", "version", "host", "config", "histograms"} {
+		for _, k := range []string{"rtt_us", "jitter_us", "ipdv_us", "pdv_us", "sent", "received", "loss", "duplicates", "reordered", "timestamps", "dscp", "version", "host", "config", "histograms"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("JSON lacks %q", k)
 			}
@@ -137,6 +150,70 @@ func TestProbeUDPJSONAndCompare(t *testing.T) {
 	}
 }
 
+// probe udp --dscp EF: the reply marking comes back in the result, in JSON and
+// in the summary (runbook 000's EF marking, proved end to end).
+func TestProbeUDPDSCP(t *testing.T) {
+	addr := startTestReflector(t, "")
+	env, stdout, _ := testEnv()
+	if err := runProbe(context.Background(), env, []string{"udp", addr, "--dscp", "EF", "--interval", "5ms", "--duration", "200ms", "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		DSCP map[string]any `json:"dscp"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.DSCP["sent"] != "EF" || r.DSCP["received"] != "EF" || r.DSCP["reflector_received"] != "EF" || r.DSCP["changed"] != 0.0 {
+		t.Errorf("dscp = %v, want EF all the way", r.DSCP)
+	}
+	env, stdout, _ = testEnv()
+	if err := runProbe(context.Background(), env, []string{"udp", addr, "--dscp", "AF41", "--interval", "5ms", "--duration", "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "dscp sent AF41, at the reflector AF41, on replies AF41") {
+		t.Errorf("summary lacks the dscp line:\n%s", stdout)
+	}
+}
+
+func TestProbeTCPAndCRRJSON(t *testing.T) {
+	addr := startTestReflector(t, "")
+	for _, tc := range []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"tcp", addr, "--connections", "2", "--rate", "200", "--duration", "300ms", "--json"},
+			[]string{"rtt_us", "service_us", "timestamps", "connections", "requests", "errors", "connect_us", "send_lag_us", "version", "host", "config", "histograms"}},
+		{[]string{"crr", addr, "--count", "6", "--parallel", "3", "--request", "100", "--response", "5000", "--json"},
+			[]string{"connect_us", "first_byte_us", "last_byte_us", "transactions_per_sec", "errors", "bytes_sent", "bytes_received", "version", "host", "config", "histograms"}},
+	} {
+		env, stdout, _ := testEnv()
+		if err := runProbe(context.Background(), env, tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
+			t.Fatalf("%v: stdout is not JSON: %v", tc.args, err)
+		}
+		for _, k := range tc.keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%s JSON lacks %q", tc.args[0], k)
+			}
+		}
+		switch tc.args[0] {
+		case "tcp":
+			if m["timestamps"] != "kernel" {
+				t.Errorf("tcp timestamps = %v, want kernel", m["timestamps"])
+			}
+		case "crr":
+			cfg, _ := m["config"].(map[string]any)
+			if cfg["parallel"] != 3.0 || m["bytes_sent"] != 600.0 || m["bytes_received"] != 30000.0 {
+				t.Errorf("crr: parallel %v, bytes %v / %v", cfg["parallel"], m["bytes_sent"], m["bytes_received"])
+			}
+		}
+	}
+}
+
 func TestReflectorCommandShutsDown(t *testing.T) {
 	env, _, stderr := testEnv()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -155,8 +232,10 @@ func TestReflectorCommandShutsDown(t *testing.T) {
 	if !strings.Contains(stderr.String(), "listening on 127.0.0.1:") || !strings.Contains(stderr.String(), "stopped") {
 		t.Errorf("stderr: %q", stderr.String())
 	}
-	env, _, _ = testEnv()
-	if err := runReflector(context.Background(), env, []string{"--max-clients", "0"}); exitCode(err) != 2 {
-		t.Errorf("max-clients 0: %v", err)
+	for _, args := range [][]string{{"--max-clients", "0"}, {"--max-sessions-per-ip", "-1"}, {"--max-conns-per-ip", "-2"}} {
+		env, _, _ = testEnv()
+		if err := runReflector(context.Background(), env, args); exitCode(err) != 2 {
+			t.Errorf("%v: %v", args, err)
+		}
 	}
 }

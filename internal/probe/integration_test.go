@@ -11,12 +11,18 @@ import (
 // startReflector runs a reflector on a free loopback port for the test.
 func startReflector(t *testing.T, cfg ReflectorConfig) *Reflector {
 	t.Helper()
+	return startReflectorAt(t, cfg, "127.0.0.1:0")
+}
+
+// startReflectorAt runs a reflector on addr for the test.
+func startReflectorAt(t *testing.T, cfg ReflectorConfig, addr string) *Reflector {
+	t.Helper()
 	if cfg.MinInterval == 0 {
 		cfg.MinInterval = time.Millisecond
 	}
 	r := NewReflector(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := r.Listen(ctx, "127.0.0.1:0"); err != nil {
+	if err := r.Listen(ctx, addr); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

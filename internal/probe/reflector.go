@@ -27,6 +27,14 @@ type ReflectorConfig struct {
 	Burst       int // default 5
 	// MaxClients caps concurrent UDP sessions plus TCP connections (default 20000).
 	MaxClients int
+	// MaxSessionsPerIP caps concurrent UDP sessions from one source address
+	// (default 16, negative: no cap), so one host cannot take every session
+	// nor multiply its token bucket by opening many.
+	MaxSessionsPerIP int
+	// MaxConnsPerIP caps concurrent TCP connections from one source address
+	// (0, the default: only MaxClients applies, since one client measuring
+	// thousands of connections is the point of probe tcp).
+	MaxConnsPerIP int
 	// MaxSize caps a UDP probe and a TCP request/response message (default 65507).
 	MaxSize int
 	// MaxResponse caps a CRR response (default 64 MiB).
@@ -48,6 +56,9 @@ func (c *ReflectorConfig) setDefaults() {
 	}
 	if c.MaxClients <= 0 {
 		c.MaxClients = 20000
+	}
+	if c.MaxSessionsPerIP == 0 {
+		c.MaxSessionsPerIP = 16
 	}
 	if c.MaxSize <= 0 || c.MaxSize > maxUDPSize {
 		c.MaxSize = maxUDPSize
@@ -97,9 +108,16 @@ type Reflector struct {
 	nonceMu sync.Mutex
 	nonces  *nonceCache
 
+	// Per-source-address counts of UDP sessions and TCP connections, for
+	// the per-IP caps. Entries go when they reach zero.
+	perIPMu sync.Mutex
+	perIP   map[perIPKey]int
+
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+
+	txOOB [64]byte // the UDP goroutine's control message for replies
 }
 
 // NewReflector returns a reflector with cfg's limits (defaults filled in).
@@ -109,7 +127,37 @@ func NewReflector(cfg ReflectorConfig) *Reflector {
 		cfg:    cfg,
 		nonces: newNonceCache(1<<16, 10*time.Minute),
 		conns:  map[net.Conn]struct{}{},
+		perIP:  map[perIPKey]int{},
 	}
+}
+
+type perIPKey struct {
+	addr netip.Addr
+	tcp  bool
+}
+
+// takeIP reserves one of addr's slots of the given kind, or reports that addr
+// holds limit already (limit <= 0: no cap).
+func (r *Reflector) takeIP(addr netip.Addr, tcp bool, limit int) bool {
+	k := perIPKey{addr.Unmap(), tcp}
+	r.perIPMu.Lock()
+	defer r.perIPMu.Unlock()
+	if limit > 0 && r.perIP[k] >= limit {
+		return false
+	}
+	r.perIP[k]++
+	return true
+}
+
+func (r *Reflector) releaseIP(addr netip.Addr, tcp bool) {
+	k := perIPKey{addr.Unmap(), tcp}
+	r.perIPMu.Lock()
+	defer r.perIPMu.Unlock()
+	if r.perIP[k] <= 1 {
+		delete(r.perIP, k)
+		return
+	}
+	r.perIP[k]--
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -268,6 +316,7 @@ func (r *Reflector) serveUDP() error {
 			delete(byNonce, s.nonce)
 		}
 		r.clients.Add(-1)
+		r.releaseIP(s.src.Addr(), false)
 	}
 	defer func() {
 		for _, s := range sessions {
@@ -297,10 +346,14 @@ func (r *Reflector) serveUDP() error {
 			// ICMP errors surface on unconnected sockets as read errors; ignore.
 			continue
 		}
-		rx, ok := parseRxTimestamp(oob[:oobn])
-		if !ok {
+		meta := parseRxMeta(oob[:oobn])
+		rx := meta.ts
+		if !meta.hasTS {
 			rx = time.Now().UnixNano()
 		}
+		// Every answer leaves with the DSCP its request arrived with, set
+		// per datagram, so one socket serves any mix of markings.
+		reply := replyTOS{ok: meta.hasTOS, tos: meta.tos &^ 3, v6: !src.Addr().Is4() && !src.Addr().Is4In6()}
 		r.st.udpReceived.Add(1)
 		b := buf[:n]
 		p, err := decodeUDP(b, m)
@@ -321,7 +374,7 @@ func (r *Reflector) serveUDP() error {
 				}
 				// A retransmitted open: answer again with the same session.
 				p.Type, p.Session, p.A, p.B = pktOpenOK, s.id, uint64(r.cfg.IdleTimeout), uint64(r.cfg.MinInterval)
-				r.sendUDP(b, &p, m, src)
+				r.sendUDP(b, &p, m, src, reply)
 				continue
 			}
 			if m != nil && !r.freshNonce(p.Nonce) {
@@ -329,14 +382,17 @@ func (r *Reflector) serveUDP() error {
 				continue
 			}
 			code, limit := r.checkOpen(p, len(b), m != nil)
-			if code == refuseNone && !r.takeClient() {
+			if code == refuseNone && !r.takeIP(src.Addr(), false, r.cfg.MaxSessionsPerIP) {
+				code, limit = refusePerIP, uint64(r.cfg.MaxSessionsPerIP)
+			} else if code == refuseNone && !r.takeClient() {
+				r.releaseIP(src.Addr(), false)
 				code, limit = refuseCapacity, uint64(r.cfg.MaxClients)
 			}
 			if code != refuseNone {
 				r.st.refused.Add(1)
 				r.logf("refused udp session from %s: %v", src, &RefusedError{Code: int(code), Limit: limit})
 				p.Type, p.Code, p.Session, p.A, p.B = pktRefused, code, 0, limit, 0
-				r.sendUDP(b, &p, m, src)
+				r.sendUDP(b, &p, m, src, reply)
 				continue
 			}
 			id := randUint64()
@@ -354,7 +410,7 @@ func (r *Reflector) serveUDP() error {
 			sessions[id], byNonce[p.Nonce] = s, s
 			r.st.udpSessions.Add(1)
 			p.Type, p.Code, p.Session, p.A, p.B = pktOpenOK, 0, id, uint64(r.cfg.IdleTimeout), uint64(r.cfg.MinInterval)
-			r.sendUDP(b, &p, m, src)
+			r.sendUDP(b, &p, m, src, reply)
 
 		case pktProbe:
 			s := sessions[p.Session]
@@ -379,8 +435,12 @@ func (r *Reflector) serveUDP() error {
 				s.dups++
 			}
 			p.Type, p.SrvRecv, p.SrvRx = pktReply, s.received, rx
+			p.SrvDSCP = 0
+			if reply.ok {
+				p.SrvDSCP = dscpKnown | reply.tos>>2
+			}
 			p.SrvProc = time.Now().UnixNano() - rx
-			r.sendUDP(b, &p, m, src)
+			r.sendUDP(b, &p, m, src, reply)
 
 		case pktClose:
 			s := sessions[p.Session]
@@ -395,7 +455,7 @@ func (r *Reflector) serveUDP() error {
 			// Keep the session a moment so a retried close gets the same answer.
 			s.expire = min(s.expire, rx+int64(3*time.Second))
 			p.Type, p.Seq, p.SrvRecv = pktClosed, s.received, s.dups
-			r.sendUDP(b, &p, m, src)
+			r.sendUDP(b, &p, m, src, reply)
 
 		default:
 			r.st.udpDropped.Add(1)
@@ -416,9 +476,21 @@ func (r *Reflector) checkOpen(p packet, pktLen int, auth bool) (uint8, uint64) {
 	return refuseNone, 0
 }
 
-func (r *Reflector) sendUDP(b []byte, p *packet, m *mac, dst netip.AddrPort) {
+// replyTOS is the marking an answer copies from its request (ECN bits
+// cleared: those belong to the path, not to the reflector).
+type replyTOS struct {
+	ok  bool
+	v6  bool
+	tos uint8
+}
+
+func (r *Reflector) sendUDP(b []byte, p *packet, m *mac, dst netip.AddrPort, tos replyTOS) {
 	encodeUDP(b, p, m)
-	if _, err := r.udp.WriteToUDPAddrPort(b, dst); err == nil {
+	var oob []byte
+	if tos.ok && tosCmsgSpace > 0 {
+		oob = tosCmsg(r.txOOB[:], tos.v6, tos.tos)
+	}
+	if _, _, err := r.udp.WriteMsgUDPAddrPort(b, oob, dst); err == nil {
 		r.st.udpReplied.Add(1)
 	}
 }

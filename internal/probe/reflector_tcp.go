@@ -1,9 +1,11 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -84,6 +86,15 @@ func (r *Reflector) handleTCP(c net.Conn) {
 		refuse(refuseSize, uint64(r.cfg.MaxResponse))
 		return
 	}
+	var ip netip.Addr
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr()
+	}
+	if !r.takeIP(ip, true, r.cfg.MaxConnsPerIP) {
+		refuse(refuseConnsIP, uint64(r.cfg.MaxConnsPerIP))
+		return
+	}
+	defer r.releaseIP(ip, true)
 	if !r.takeClient() {
 		refuse(refuseCapacity, uint64(r.cfg.MaxClients))
 		return
@@ -112,13 +123,29 @@ func (r *Reflector) handleTCP(c net.Conn) {
 			return
 		}
 		buf := make([]byte, max(h.ReqSize, h.RespSize))
+		// The stream's raw reads and writes keep the runtime's sysmon
+		// asleep between requests (see tcpStream).
+		st, err := newTCPStream(context.Background(), c, false, false)
+		if err != nil {
+			return
+		}
+		// Moving a deadline is a timer operation: move it only when less
+		// than the idle timeout is left, then by idle + idle/8. A silent
+		// connection is closed after between idle and 9/8 idle.
+		var rd time.Time
 		for {
-			_ = c.SetReadDeadline(deadline())
-			if _, err := io.ReadFull(c, buf[:h.ReqSize]); err != nil {
+			if now := time.Now(); rd.Sub(now) < idle && rd.Before(end) {
+				rd = now.Add(idle + idle/8)
+				if rd.After(end) {
+					rd = end
+				}
+				_ = c.SetReadDeadline(rd)
+			}
+			if _, err := st.readFull(buf[:h.ReqSize], time.Time{}); err != nil {
 				return
 			}
 			r.st.tcpIn.Add(int64(h.ReqSize))
-			if _, err := c.Write(buf[:h.RespSize]); err != nil {
+			if err := st.write(buf[:h.RespSize], time.Time{}); err != nil {
 				return
 			}
 			r.st.tcpOut.Add(int64(h.RespSize))

@@ -17,11 +17,14 @@ import (
 )
 
 // enableRxTimestamps asks the kernel to attach its receive time (CLOCK_REALTIME,
-// taken when the packet reached the socket layer) to every datagram.
+// taken when the packet reached the socket layer) to every datagram, and the
+// TOS / traffic class byte it arrived with (IP_RECVTOS, IPV6_RECVTCLASS), so a
+// reflector can answer each probe with the marking it came with.
 func enableRxTimestamps(rc syscall.RawConn) error {
 	var serr error
 	err := rc.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+		enableRecvTOS(int(fd))
 	})
 	if err != nil {
 		return err
@@ -29,13 +32,40 @@ func enableRxTimestamps(rc syscall.RawConn) error {
 	return serr
 }
 
-// oobSize is enough control-message space for one SCM_TIMESTAMPNS.
-var oobSize = unix.CmsgSpace(16)
+// enableRecvTOS turns on both IPv4 and IPv6 TOS reporting; on an AF_INET
+// socket the IPv6 option fails, on a dual-stack AF_INET6 socket both apply
+// (IPv4 packets report IP_TOS).
+func enableRecvTOS(fd int) bool {
+	v4 := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1) == nil
+	v6 := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1) == nil
+	return v4 || v6
+}
+
+// oobSize is enough control-message space for one SCM_TIMESTAMPNS and one
+// IP_TOS or IPV6_TCLASS (with room to spare).
+var oobSize = unix.CmsgSpace(16) + 2*unix.CmsgSpace(4)
+
+// rxMeta is what the kernel said about a received packet.
+type rxMeta struct {
+	ts     int64 // wall-clock ns, when hasTS
+	hasTS  bool
+	tos    uint8 // the TOS / traffic class byte (DSCP << 2 | ECN), when hasTOS
+	hasTOS bool
+}
 
 // parseRxTimestamp extracts SCM_TIMESTAMPNS from control messages without
 // allocating. It returns wall-clock nanoseconds, or false when absent.
 func parseRxTimestamp(oob []byte) (int64, bool) {
+	m := parseRxMeta(oob)
+	return m.ts, m.hasTS
+}
+
+// parseRxMeta reads the control messages of one recvmsg without allocating:
+// SCM_TIMESTAMPNS, IP_TOS (1 byte) and IPV6_TCLASS (an int). Malformed
+// messages end the walk; what was read before them stands.
+func parseRxMeta(oob []byte) rxMeta {
 	const hdr = unix.SizeofCmsghdr
+	var m rxMeta
 	for len(oob) >= hdr {
 		// struct cmsghdr { size_t len; int level; int type; } in host byte order.
 		var l int
@@ -47,9 +77,10 @@ func parseRxTimestamp(oob []byte) (int64, bool) {
 		level := int32(binary.NativeEndian.Uint32(oob[hdr-8:]))
 		typ := int32(binary.NativeEndian.Uint32(oob[hdr-4:]))
 		if l < hdr || l > len(oob) {
-			return 0, false
+			return m
 		}
-		if level == unix.SOL_SOCKET && typ == unix.SCM_TIMESTAMPNS && l >= hdr+16 {
+		switch {
+		case level == unix.SOL_SOCKET && typ == unix.SCM_TIMESTAMPNS && l >= hdr+16:
 			var sec, nsec int64
 			if hdr == 16 {
 				sec = int64(binary.NativeEndian.Uint64(oob[hdr:]))
@@ -58,7 +89,11 @@ func parseRxTimestamp(oob []byte) (int64, bool) {
 				sec = int64(int32(binary.NativeEndian.Uint32(oob[hdr:])))
 				nsec = int64(int32(binary.NativeEndian.Uint32(oob[hdr+4:])))
 			}
-			return sec*1e9 + nsec, true
+			m.ts, m.hasTS = sec*1e9+nsec, true
+		case level == unix.IPPROTO_IP && typ == unix.IP_TOS && l >= hdr+1:
+			m.tos, m.hasTOS = oob[hdr], true
+		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS && l >= hdr+4:
+			m.tos, m.hasTOS = uint8(binary.NativeEndian.Uint32(oob[hdr:])), true
 		}
 		next := unix.CmsgSpace(l - hdr)
 		if next > len(oob) {
@@ -66,8 +101,35 @@ func parseRxTimestamp(oob []byte) (int64, bool) {
 		}
 		oob = oob[next:]
 	}
-	return 0, false
+	return m
 }
+
+// tosCmsg writes into b (at least unix.CmsgSpace(4) bytes) a control message
+// that sets one datagram's TOS (IPv4, also for IPv4-mapped destinations of a
+// dual-stack socket) or traffic class (IPv6), and returns it.
+func tosCmsg(b []byte, v6 bool, tos uint8) []byte {
+	const hdr = unix.SizeofCmsghdr
+	n := unix.CmsgSpace(4)
+	b = b[:n]
+	clear(b)
+	l := unix.CmsgLen(4)
+	if hdr == 16 {
+		binary.NativeEndian.PutUint64(b, uint64(l))
+	} else {
+		binary.NativeEndian.PutUint32(b, uint32(l))
+	}
+	level, typ := int32(unix.IPPROTO_IP), int32(unix.IP_TOS)
+	if v6 {
+		level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+	}
+	binary.NativeEndian.PutUint32(b[hdr-8:], uint32(level))
+	binary.NativeEndian.PutUint32(b[hdr-4:], uint32(typ))
+	binary.NativeEndian.PutUint32(b[hdr:], uint32(tos))
+	return b
+}
+
+// tosCmsgSpace is the room tosCmsg needs.
+var tosCmsgSpace = unix.CmsgSpace(4)
 
 // setTOS sets the DSCP (shifted into the TOS/traffic class byte) on a socket.
 func setTOS(rc syscall.RawConn, v6 bool, dscp int) error {
@@ -302,6 +364,15 @@ func dialUDPSock(dst netip.AddrPort) (*udpSock, error) {
 // kernelTimestamps turns on SO_TIMESTAMPNS and reports whether it took.
 func (s *udpSock) kernelTimestamps() bool {
 	return unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) == nil
+}
+
+// recvTOS asks for the TOS / traffic class of each reply (IP_RECVTOS or
+// IPV6_RECVTCLASS) and reports whether it took.
+func (s *udpSock) recvTOS() bool {
+	if s.v6 {
+		return unix.SetsockoptInt(s.fd, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1) == nil
+	}
+	return unix.SetsockoptInt(s.fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1) == nil
 }
 
 func (s *udpSock) setDSCP(dscp int) error {

@@ -15,6 +15,8 @@ var errNotSupported = fmt.Errorf("probe: not supported on %s", runtime.GOOS)
 
 func enableRxTimestamps(rc syscall.RawConn) error                    { return errNotSupported }
 func parseRxTimestamp(oob []byte) (int64, bool)                      { return 0, false }
+func parseRxMeta(oob []byte) rxMeta                                  { return rxMeta{} }
+func tosCmsg(b []byte, v6 bool, tos uint8) []byte                    { return nil }
 func setTOS(rc syscall.RawConn, v6 bool, dscp int) error             { return errNotSupported }
 func listenControl(network, address string, c syscall.RawConn) error { return nil }
 func fastOpenControl(network, address string, c syscall.RawConn) error {
@@ -24,6 +26,15 @@ func synDataAcked(rc syscall.RawConn) bool    { return false }
 func ensureFiles(need int, what string) error { return nil }
 
 var oobSize = 64
+
+var tosCmsgSpace = 0
+
+type rxMeta struct {
+	ts     int64
+	hasTS  bool
+	tos    uint8
+	hasTOS bool
+}
 
 type preciseSleeper struct{}
 
@@ -40,6 +51,7 @@ type udpSock struct{}
 
 func dialUDPSock(dst netip.AddrPort) (*udpSock, error)  { return nil, errNotSupported }
 func (s *udpSock) kernelTimestamps() bool               { return false }
+func (s *udpSock) recvTOS() bool                        { return false }
 func (s *udpSock) setDSCP(dscp int) error               { return errNotSupported }
 func (s *udpSock) send(b []byte) error                  { return errNotSupported }
 func (s *udpSock) recv(b, oob []byte) (int, int, error) { return 0, 0, errNotSupported }

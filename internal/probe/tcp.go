@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,10 +54,18 @@ type TCPResult struct {
 	Config TCPConfig `json:"config"`
 	// RTT is request latency from the intended send time (see docs/probe.md:
 	// a reply that delays later requests is charged to them).
-	RTT         Percentiles `json:"rtt_us"`
-	Connections int         `json:"connections"`
-	Requests    int64       `json:"requests"`
-	Errors      int64       `json:"errors"`
+	RTT Percentiles `json:"rtt_us"`
+	// Service is each request's round trip as it happened, from its send to
+	// its reply's last byte reaching the socket, with no correction: the
+	// figure sockperf and netperf report.
+	Service Percentiles `json:"service_us"`
+	// Timestamps says where reply times came from: "kernel" (SO_TIMESTAMPNS
+	// for every reply), "userspace" (the read's return, our own wake-up
+	// included) or "mixed".
+	Timestamps  string `json:"timestamps"`
+	Connections int    `json:"connections"`
+	Requests    int64  `json:"requests"`
+	Errors      int64  `json:"errors"`
 	// ErrorSample is the first error seen, when Errors > 0.
 	ErrorSample string      `json:"error_sample,omitempty"`
 	Connect     Percentiles `json:"connect_us"`
@@ -185,6 +194,22 @@ const histShards = 16
 // preciseConns is the most connections that each get a thread of their own
 // with exact (nanosleep, 1 ns slack) timers.
 const preciseConns = 8
+
+// busyAhead is how long before each send a connection with a thread of its
+// own spins instead of sleeping (when there are at most half as many such
+// connections as CPUs).
+const busyAhead = 50 * time.Microsecond
+
+// timestampSource names where receive times came from.
+func timestampSource(kernel, user int64) string {
+	switch {
+	case user == 0 && kernel > 0:
+		return "kernel"
+	case kernel == 0:
+		return "userspace"
+	}
+	return "mixed"
+}
 
 type shardedHist struct {
 	mu [histShards]sync.Mutex
@@ -343,12 +368,16 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	}
 
 	rtt := newShardedHist()
+	service := newShardedHist()
 	lag := newShardedHist()
 	var (
-		requests, errs atomic.Int64
-		errOnce        sync.Once
-		errSample      string
-		wg             sync.WaitGroup
+		requests, errs   atomic.Int64
+		kernelTS, userTS atomic.Int64
+		errOnce          sync.Once
+		errSample        string
+		wg               sync.WaitGroup
+		precise          = cfg.Connections <= preciseConns
+		busy             = precise && cfg.Connections <= max(1, runtime.NumCPU()/2)
 	)
 	runStart := time.Now().Add(20 * time.Millisecond)
 	end := runStart.Add(time.Duration(cfg.Duration))
@@ -357,56 +386,104 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	for i, c := range conns {
 		go func() {
 			defer wg.Done()
+			fail := func(err error) {
+				errs.Add(1)
+				errOnce.Do(func() { errSample = err.Error() })
+			}
+			// A few connections get threads of their own: exact timers,
+			// blocking syscalls, no netpoller hand-off. Many connections
+			// share the runtime's threads and its (millisecond) timers.
+			var sl preciseSleeper
+			if precise {
+				sl = lockThread()
+			}
+			st, err := newTCPStream(ctx, c, precise, true)
+			if err != nil {
+				fail(err)
+				return
+			}
 			buf := make([]byte, cfg.Size)
-			var idealDone time.Time
-			// A few connections get exact timers on their own threads; with
-			// many, the runtime's millisecond timers are fine at their rates.
-			var sl *preciseSleeper
-			if cfg.Connections <= preciseConns {
-				s := lockThread()
-				sl = &s
+			var (
+				idealDone time.Time
+				deadline  time.Time // the conn's deadline (netpoller mode)
+				timer     *time.Timer
+			)
+			if !precise {
+				timer = time.NewTimer(time.Hour)
+				timer.Stop()
+				defer timer.Stop()
 			}
 			for k := int64(0); ; k++ {
 				intended := schedule(runStart, i, cfg.Connections, cfg.Rate, k)
 				if !intended.Before(end) {
 					return
 				}
-				if sl != nil {
-					sl.until(intended)
+				if precise {
+					if busy {
+						// Sleep to just short of the send time, then spin:
+						// the CPU is awake when the request leaves, as
+						// sockperf's paced client keeps it.
+						sl.until(intended.Add(-busyAhead))
+						for ctx.Err() == nil && time.Now().Before(intended) {
+						}
+					} else {
+						sl.until(intended)
+					}
 					if ctx.Err() != nil {
 						return
 					}
 				} else if w := time.Until(intended); w > 0 {
+					timer.Reset(w)
 					select {
 					case <-ctx.Done():
 						return
-					case <-time.After(w):
+					case <-timer.C:
 					}
 				} else if ctx.Err() != nil {
 					return
 				}
 				sent := time.Now()
-				_ = c.SetDeadline(sent.Add(timeout))
-				var err error
+				dl := sent.Add(timeout)
+				if !precise && deadline.Before(dl) {
+					// Moving a deadline is a timer operation: do it at
+					// most every timeout/4, each request keeping at least
+					// the full timeout.
+					deadline = dl.Add(timeout / 4)
+					_ = c.SetDeadline(deadline)
+				}
 				if cfg.Pattern == PatternWriteWriteRead {
-					if _, err = c.Write(buf[:half]); err == nil {
-						_, err = c.Write(buf[half:])
+					if err = st.write(buf[:half], dl); err == nil {
+						err = st.write(buf[half:], dl)
 					}
 				} else {
-					_, err = c.Write(buf)
+					err = st.write(buf, dl)
 				}
+				var rx int64
 				if err == nil {
-					_, err = io.ReadFull(c, buf)
+					rx, err = st.readFull(buf, dl)
 				}
 				done := time.Now()
 				if err != nil {
-					errs.Add(1)
-					errOnce.Do(func() { errSample = err.Error() })
+					if ctx.Err() != nil {
+						return
+					}
+					fail(err)
 					return // the stream is out of step; this connection is done
+				}
+				svc := done.Sub(sent)
+				// The kernel's receive time leaves our own wake-up out. It
+				// is wall-clock time, so it is checked against the wall
+				// readings: outside [sent, done] means the clock stepped.
+				if k := rx - sent.UnixNano(); rx != 0 && k >= 0 && k <= done.UnixNano()-sent.UnixNano() {
+					svc = time.Duration(k)
+					kernelTS.Add(1)
+				} else {
+					userTS.Add(1)
 				}
 				requests.Add(1)
 				lag.record(i, int64(sent.Sub(intended)))
-				lat, ideal := coLatency(intended, idealDone, done.Sub(sent))
+				service.record(i, int64(svc))
+				lat, ideal := coLatency(intended, idealDone, svc)
 				rtt.record(i, int64(lat))
 				idealDone = ideal
 			}
@@ -419,7 +496,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	if requests.Load() == 0 {
 		return nil, fmt.Errorf("tcp %s: no request answered (%s)", cfg.Target, errSample)
 	}
-	merged := rtt.merged()
+	merged, svcH := rtt.merged(), service.merged()
 	connected := 0
 	for _, c := range conns {
 		if c != nil {
@@ -434,8 +511,10 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 		Requests:    requests.Load(),
 		Errors:      errs.Load(),
 		ErrorSample: errSample,
+		Service:     summarize(svcH),
+		Timestamps:  timestampSource(kernelTS.Load(), userTS.Load()),
 		Connect:     summarize(connectH.merged()),
 		SendLag:     summarize(lag.merged()),
-		Histograms:  map[string]string{"rtt_ns": encodeHist(merged)},
+		Histograms:  map[string]string{"rtt_ns": encodeHist(merged), "service_ns": encodeHist(svcH)},
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -90,6 +91,9 @@ func TestIntegrationCapacity(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != refuseCapacity || !strings.Contains(err.Error(), "at capacity (max-clients 2)") {
 		t.Fatalf("tcp err = %v, want at-capacity refusal", err)
 	}
+	// The refused run closed its two admitted connections; the reflector
+	// frees their slots when it notices.
+	waitClients(t, r, 0)
 	// Fill both slots with TCP, then a UDP session must be refused too.
 	done := make(chan error, 1)
 	go func() {
@@ -253,5 +257,107 @@ func TestIntegrationLoad(t *testing.T) {
 		if st = r.Stats(); st.Clients > 2 { // the two UDP sessions linger until closed
 			t.Errorf("reflector still has %d clients after the run", st.Clients)
 		}
+	}
+}
+
+// Parallel loops keep byte counts exact on both ends, with odd sizes too.
+func TestIntegrationCRRParallelBytesExact(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{})
+	var wantIn, wantOut int64
+	for _, tc := range []struct{ par, count, req, resp int }{
+		{8, 64, 1000, 300000},
+		{3, 10, 40, 16},
+		{5, 11, 65536 + 7, 1<<20 + 3},
+	} {
+		res, err := CRR(testCtx(t, 30*time.Second), CRRConfig{Target: r.Addr(), Parallel: tc.par, Request: tc.req, Response: tc.resp, Count: tc.count, Duration: Duration(20 * time.Second)})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if res.Transactions != int64(tc.count) || res.Errors != 0 {
+			t.Errorf("%+v: transactions %d errors %d (%s)", tc, res.Transactions, res.Errors, res.ErrorSample)
+		}
+		if res.BytesSent != int64(tc.count*tc.req) || res.BytesReceived != int64(tc.count*tc.resp) {
+			t.Errorf("%+v: client counted %d sent / %d received, want %d / %d", tc, res.BytesSent, res.BytesReceived, tc.count*tc.req, tc.count*tc.resp)
+		}
+		if res.Config.Parallel != tc.par || res.Connect.Count != int64(tc.count) || res.LastByte.Count != int64(tc.count) {
+			t.Errorf("%+v: config parallel %d, %d connect / %d last-byte samples", tc, res.Config.Parallel, res.Connect.Count, res.LastByte.Count)
+		}
+		wantIn += int64(tc.count * tc.req)
+		wantOut += int64(tc.count * tc.resp)
+	}
+	st := r.Stats()
+	for deadline := time.Now().Add(2 * time.Second); st.TCPBytesOut != wantOut && time.Now().Before(deadline); st = r.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.TCPBytesIn != wantIn || st.TCPBytesOut != wantOut {
+		t.Errorf("reflector counted %d in / %d out, want %d / %d", st.TCPBytesIn, st.TCPBytesOut, wantIn, wantOut)
+	}
+}
+
+// --parallel N really runs N transactions at once: a responder that answers
+// only once N connections are open together would stall a serial client.
+func TestIntegrationCRRParallelConcurrent(t *testing.T) {
+	const par = 4
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var (
+		mu      sync.Mutex
+		open    int
+		reached = make(chan struct{})
+		once    sync.Once
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				mu.Lock()
+				if open++; open >= par {
+					once.Do(func() { close(reached) })
+				}
+				mu.Unlock()
+				defer func() { mu.Lock(); open--; mu.Unlock() }()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				var hb [helloLen]byte
+				if _, err := io.ReadFull(c, hb[:]); err != nil {
+					return
+				}
+				h, _, err := decodeHelloHeader(hb[:])
+				if err != nil {
+					return
+				}
+				if _, err := io.CopyN(io.Discard, c, int64(h.ReqSize)-helloLen); err != nil {
+					return
+				}
+				select {
+				case <-reached:
+				case <-time.After(3 * time.Second):
+				}
+				resp := make([]byte, h.RespSize)
+				encodeStatus(resp, 0, 0)
+				_, _ = c.Write(resp)
+				c.(*net.TCPConn).CloseWrite()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	start := time.Now()
+	res, err := CRR(testCtx(t, 30*time.Second), CRRConfig{Target: ln.Addr().String(), Parallel: par, Request: 100, Response: 100, Count: 2 * par, Duration: Duration(20 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached:
+	default:
+		t.Fatalf("never %d transactions at once", par)
+	}
+	if res.Transactions != 2*par || time.Since(start) > 2*time.Second {
+		t.Errorf("%d transactions in %s: the loops did not run together", res.Transactions, time.Since(start))
 	}
 }

@@ -29,8 +29,8 @@ type UDPConfig struct {
 	// Size is the UDP payload size in bytes, 48..65507 (80.. with a key: the
 	// HMAC takes 32; smaller sizes are raised to the minimum).
 	Size int `json:"size"`
-	// DSCP (0..63) marks the probes (IP_TOS / IPV6_TCLASS); replies keep the
-	// reflector's default marking.
+	// DSCP (0..63) marks the probes (IP_TOS / IPV6_TCLASS); the reflector
+	// marks each reply with the DSCP its probe arrived with.
 	DSCP int `json:"dscp"`
 	// Wait is how long to wait for late replies after the last send; 0 means
 	// 3 × the largest RTT seen, between 200 ms and 3 s.
@@ -60,6 +60,8 @@ type UDPResult struct {
 	// Timestamps says where receive times came from: "kernel" (SO_TIMESTAMPNS
 	// on every reply) or "userspace" (read time, includes our wake-up latency).
 	Timestamps string `json:"timestamps"`
+	// DSCP is the marking sent, seen by the reflector, and seen on replies.
+	DSCP DSCPReport `json:"dscp"`
 	// SendLag is how late sends left against the intended schedule, µs.
 	SendLag Percentiles `json:"send_lag_us"`
 	// Histograms holds the raw HDR histograms (ns), standard compressed encoding.
@@ -139,6 +141,7 @@ func openUDP(ctx context.Context, cfg *UDPConfig) (*udpClient, error) {
 	}
 	c := &udpClient{sock: sock, m: newMAC(cfg.Key), cfg: cfg}
 	c.kernel = sock.kernelTimestamps()
+	sock.recvTOS()
 	if cfg.DSCP != 0 {
 		if err := sock.setDSCP(cfg.DSCP); err != nil {
 			sock.close()
@@ -238,11 +241,11 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 	t0 := time.Now().Add(time.Millisecond)
 
 	// handle processes one datagram; the receiver goroutine owns stats.
+	var upDSCP, downDSCP dscpCounts
+	var dscpChanged int64
 	handle := func(b []byte, oob []byte) {
-		rx, ok := int64(0), false
-		if c.kernel {
-			rx, ok = parseRxTimestamp(oob)
-		}
+		meta := parseRxMeta(oob)
+		rx, ok := meta.ts, c.kernel && meta.hasTS
 		if !ok {
 			rx = time.Now().UnixNano()
 			userTS.Store(true)
@@ -252,6 +255,20 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 		p, err := decodeUDP(b, c.m)
 		if err != nil || p.Type != pktReply || p.Session != c.session || int64(p.Seq) >= sent.Load() {
 			return
+		}
+		changed := false
+		if meta.hasTOS {
+			d := int(meta.tos >> 2)
+			downDSCP[d]++
+			changed = d != cfg.DSCP
+		}
+		if p.SrvDSCP&dscpKnown != 0 {
+			d := int(p.SrvDSCP &^ dscpKnown)
+			upDSCP[d]++
+			changed = changed || d != cfg.DSCP
+		}
+		if changed {
+			dscpChanged++
 		}
 		tx := p.ClientTx
 		if s := &ring[p.Seq%txRing]; s.seq.Load() == int64(p.Seq) {
@@ -360,6 +377,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 		Duplicates: stats.duplicates,
 		Reordered:  stats.reordered,
 		Timestamps: "userspace",
+		DSCP:       DSCPReport{Sent: DSCPName(cfg.DSCP), ReflectorReceived: upDSCP.mode(), Received: downDSCP.mode(), Changed: dscpChanged},
 		SendLag:    summarize(lag),
 		Histograms: map[string]string{"rtt_ns": encodeHist(stats.rtt), "ipdv_ns": encodeHist(stats.ipdv)},
 	}

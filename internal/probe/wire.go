@@ -17,8 +17,10 @@ import (
 //	2  1  version (1)
 //	3  1  type (pktOpen ... pktClosed)
 //	4  1  flags (flagAuth: a 32-byte HMAC-SHA256 of everything before it ends the datagram)
-//	5  1  code (refusal reason in pktRefused, else 0)
-//	6  2  reserved (0)
+//	5  1  code (refusal reason in pktRefused, else 0; see refuse*)
+//	6  1  pktReply: 0x80 | the DSCP the probe reached the reflector with
+//	      (0: not known); other types: reserved (0)
+//	7  1  reserved (0)
 //	8  8  session id (0 in pktOpen)
 //
 // followed by a 32-byte body whose layout depends on the type, zero padding up to
@@ -57,6 +59,8 @@ const (
 	refuseDuration = 3 // test longer than the reflector allows
 	refuseSize     = 4 // packet or message larger than the reflector allows
 	refuseMode     = 5 // unknown TCP mode
+	refusePerIP    = 6 // UDP sessions from this address at max-sessions-per-ip
+	refuseConnsIP  = 7 // TCP connections from this address at max-conns-per-ip
 )
 
 // RefusedError is returned when the reflector answers but declines the test.
@@ -77,6 +81,10 @@ func (e *RefusedError) Error() string {
 		return fmt.Sprintf("reflector refused: size above its maximum of %d bytes (reflector --max-size)", e.Limit)
 	case refuseMode:
 		return "reflector refused: unknown test mode (reflector too old?)"
+	case refusePerIP:
+		return fmt.Sprintf("reflector refused: %d UDP sessions already open from this address (reflector --max-sessions-per-ip %d)", e.Limit, e.Limit)
+	case refuseConnsIP:
+		return fmt.Sprintf("reflector refused: %d TCP connections already open from this address (reflector --max-conns-per-ip %d)", e.Limit, e.Limit)
 	}
 	return fmt.Sprintf("reflector refused (code %d, limit %d)", e.Code, e.Limit)
 }
@@ -114,7 +122,13 @@ type packet struct {
 	ClientTx int64  // client's send time, wall clock ns (echoed)
 	SrvRx    int64  // reflector's receive time, wall clock ns
 	SrvProc  int64  // reflector's processing time, ns (rx to just before send)
+	// SrvDSCP (pktReply) is dscpKnown | the DSCP the probe arrived with at
+	// the reflector, or 0 when the reflector could not tell.
+	SrvDSCP uint8
 }
+
+// dscpKnown flags SrvDSCP as set.
+const dscpKnown = 0x80
 
 // mac computes and checks HMAC-SHA256 tags without allocating after creation.
 type mac struct {
@@ -213,6 +227,9 @@ func decodeUDP(b []byte, m *mac) (packet, error) {
 		p.ClientTx = int64(be.Uint64(b[24:]))
 		p.SrvRx = int64(be.Uint64(b[32:]))
 		p.SrvProc = int64(be.Uint64(b[40:]))
+		if p.Type == pktReply {
+			p.SrvDSCP = b[6]
+		}
 	}
 	return p, nil
 }
@@ -257,6 +274,9 @@ func encodeUDP(b []byte, p *packet, m *mac) {
 		be.PutUint64(b[24:], uint64(p.ClientTx))
 		be.PutUint64(b[32:], uint64(p.SrvRx))
 		be.PutUint64(b[40:], uint64(p.SrvProc))
+		if p.Type == pktReply {
+			b[6] = p.SrvDSCP
+		}
 	}
 	if m != nil {
 		m.sign(b)
