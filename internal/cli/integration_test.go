@@ -490,3 +490,44 @@ func journalState(t *testing.T, path string) *journal.State {
 	}
 	return st
 }
+
+// TestIntegrationDoctorUnprivileged: doctor works without root wherever the
+// data is readable: as nobody it reports findings and checks everything
+// (the few root-only sysctls are not ones doctor needs).
+func TestIntegrationDoctorUnprivileged(t *testing.T) {
+	bin, err := lowlatBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to nobody")
+	}
+	cmd := exec.Command(bin, "doctor", "--json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("doctor as nobody: %v\n%s", err, out)
+	}
+	var rep struct {
+		Findings []struct {
+			ID         string `json:"id"`
+			NotChecked bool   `json:"not_checked"`
+			Summary    string `json:"summary"`
+		} `json:"findings"`
+		Host struct {
+			Kernel string `json:"kernel"`
+		} `json:"host"`
+		Checks struct{ Run, NotChecked int } `json:"checks"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
+	}
+	if rep.Host.Kernel == "" || rep.Checks.Run < 14 {
+		t.Fatalf("report: %+v", rep)
+	}
+	for _, f := range rep.Findings {
+		if f.NotChecked {
+			t.Errorf("as nobody, %s was not checked: %s", f.ID, f.Summary)
+		}
+	}
+}

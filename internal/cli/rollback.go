@@ -55,8 +55,9 @@ func nullable(s string) any {
 }
 
 func runConfirm(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "confirm", "confirm [--journal FILE]")
+	fs := flagSet(env, "confirm", "confirm [--json] [--journal FILE]")
 	jpath := fs.String("journal", "", "journal `file`")
+	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -70,6 +71,9 @@ func runConfirm(ctx context.Context, env *Env, args []string) error {
 	id, err := engine(env, *jpath).Confirm(ctx)
 	if err != nil {
 		return fmt.Errorf("confirm: %w", err)
+	}
+	if *asJSON {
+		return report.JSON(env.Stdout, map[string]any{"txn": id, "confirmed": true})
 	}
 	fmt.Fprintf(env.Stdout, "Confirmed transaction %s; it stays applied.\n", id)
 	return nil

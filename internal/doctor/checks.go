@@ -13,15 +13,15 @@ import (
 
 // Checks is every check, in report order.
 var Checks = []Check{
-	{ID: "congestion-control", Needs: []string{"/proc/sys/net"}, Run: checkCongestion},
+	{ID: "congestion-control", Needs: []string{"sysctl:net.ipv4.tcp_congestion_control"}, Run: checkCongestion},
 	{ID: "kernel-too-old-for-bbr", Run: checkKernelBBR},
 	{ID: "qdisc-fifo-bufferbloat", Needs: []string{"netlink:qdiscs", "netlink:links"}, Run: checkRootQdiscs},
-	{ID: "default-qdisc-fifo", Needs: []string{"/proc/sys/net"}, Run: checkDefaultQdisc},
-	{ID: "tcp-fastopen-server-off", Needs: []string{"/proc/sys/net"}, Run: checkFastOpen},
-	{ID: "slow-start-after-idle", Needs: []string{"/proc/sys/net"}, Run: checkSlowStartAfterIdle},
-	{ID: "send-buffer-small", Needs: []string{"/proc/sys/net"}, Run: checkSendBuffer},
+	{ID: "default-qdisc-fifo", Needs: []string{"sysctl:net.core.default_qdisc"}, Run: checkDefaultQdisc},
+	{ID: "tcp-fastopen-server-off", Needs: []string{"sysctl:net.ipv4.tcp_fastopen"}, Run: checkFastOpen},
+	{ID: "slow-start-after-idle", Needs: []string{"sysctl:net.ipv4.tcp_slow_start_after_idle"}, Run: checkSlowStartAfterIdle},
+	{ID: "send-buffer-small", Needs: []string{"sysctl:net.ipv4.tcp_wmem"}, Run: checkSendBuffer},
 	{ID: "initcwnd-default", Needs: []string{"netlink:routes"}, Run: checkInitcwnd},
-	{ID: "obsolete-sysctl", Needs: []string{"/proc/sys/net"}, Run: checkObsolete},
+	{ID: "obsolete-sysctl", Needs: []string{"sysctl:net.ipv4.tcp_fastopen"}, Run: checkObsolete},
 	{ID: "thp-always", Run: checkTHP},
 	{ID: "irqbalance-running", Run: checkIRQBalance},
 	{ID: "nic-irq-concentrated", Needs: []string{"/proc/interrupts"}, Run: checkIRQConcentration},

@@ -128,9 +128,23 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// missingSource returns why a needed source is unreadable, or "".
+// missingSource returns why a needed source is unreadable, or "". A need
+// "sysctl:NAME" is missing only when that sysctl is absent and some sysctl
+// could not be read (a few are root-only, bpf_jit_*); a sysctl the kernel
+// simply lacks is for the check itself to judge.
 func missingSource(f *host.Facts, needs []string) string {
 	for _, n := range needs {
+		if name, ok := strings.CutPrefix(n, "sysctl:"); ok {
+			if _, present := f.Sysctls[name]; present {
+				continue
+			}
+			for _, e := range f.Errors {
+				if strings.HasPrefix(e.Source, "/proc/sys") {
+					return fmt.Sprintf("cannot read %s (%s: %s)", name, e.Source, e.Err)
+				}
+			}
+			continue
+		}
 		for _, e := range f.Errors {
 			if e.Source == n || strings.HasPrefix(e.Source, n) {
 				return fmt.Sprintf("cannot read %s (%s)", e.Source, e.Err)
