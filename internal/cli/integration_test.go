@@ -253,6 +253,35 @@ func TestIntegrationKill9AtEveryPoint(t *testing.T) {
 	}
 }
 
+// TestIntegrationKill9DuringRollback: a rollback killed after each restore is
+// finished by the next rollback.
+func TestIntegrationKill9DuringRollback(t *testing.T) {
+	w := newWorld(t)
+	args := append([]string{"apply", "--yes", "--json"}, profileArgs("realtime-tcp")...)
+	before := w.snapshot()
+	r := w.mustRun(args...)
+	var res applyJSON
+	json.Unmarshal([]byte(r.stdout), &res)
+	if len(res.Changed) < 3 {
+		t.Fatalf("want several changes, got %d", len(res.Changed))
+	}
+	w.mustRun("rollback")
+	for i := 1; i <= len(res.Changed); i++ {
+		w.mustRun(args...)
+		k := w.run([]string{fmt.Sprintf("LOWLAT_TEST_CRASH=restore:%d", i)}, "rollback")
+		if !k.killed {
+			t.Fatalf("restore:%d: rollback not killed (exit %d) %s", i, k.code, k.stderr)
+		}
+		again := w.run(nil, "rollback")
+		if again.code != 0 || !strings.Contains(again.stdout, "recovered interrupted transaction") {
+			t.Fatalf("restore:%d: second rollback: exit %d\n%s\n%s", i, again.code, again.stdout, again.stderr)
+		}
+		if after := w.snapshot(); after != before {
+			t.Fatalf("restore:%d: not restored:\n%s", i, testnet.DiffLines(before, after))
+		}
+	}
+}
+
 func TestIntegrationDriftExitsThree(t *testing.T) {
 	w := newWorld(t)
 	w.mustRun(append([]string{"apply", "--yes"}, profileArgs("realtime-tcp")...)...)

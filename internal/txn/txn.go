@@ -204,6 +204,7 @@ func (e *Engine) restore(ctx context.Context, j *journal.Journal, id string, int
 			failed = append(failed, Item{Knob: in.Knob, Before: in.Before, After: in.After, Error: err.Error()})
 			continue
 		}
+		crashPoint("restore", len(intents)-i)
 		if err := j.Append(journal.Record{Type: journal.TypeRestored, Txn: id, Seq: in.Seq, Knob: in.Knob}); err != nil {
 			failed = append(failed, Item{Knob: in.Knob, Error: err.Error()})
 		}
