@@ -1,26 +1,14 @@
 package doctor
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/host/hosttest"
 )
 
-func fixture(t *testing.T, name string) *host.Facts {
-	t.Helper()
-	src, err := host.OpenRoot(filepath.Join("..", "host", "testdata", "hosts", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
+func fixture(t *testing.T, name string) *host.Facts { return hosttest.Fixture(t, name) }
 
 func ids(r *Report) map[string]Finding {
 	m := map[string]Finding{}

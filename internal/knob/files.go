@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lowlat/lowlat/internal/host"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,16 +20,9 @@ type sysctlKnob struct {
 	name string
 }
 
-// SysctlPath maps a sysctl name to its /proc/sys path. Dots separate levels; a
-// slash in a name stands for a dot inside one level (interface "eth0.100"
-// appears as net.ipv4.conf.eth0/100.rp_filter), as sysctl(8) writes it.
-func SysctlPath(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = strings.ReplaceAll(p, "/", ".")
-	}
-	return "/proc/sys/" + strings.Join(parts, "/")
-}
+// SysctlPath maps a sysctl name to its /proc/sys path (see host.SysctlPath:
+// a slash in a name stands for a dot inside one level, as in sysctl(8)).
+func SysctlPath(name string) string { return host.SysctlPath(name) }
 
 func newSysctl(sys *System, name string) (Knob, error) {
 	if name == "" || strings.Contains(name, "..") || strings.HasPrefix(name, ".") {
@@ -97,16 +91,14 @@ func (k *sysfsKnob) Satisfied(live, desired string) bool {
 	return strings.TrimSpace(live) == strings.TrimSpace(desired)
 }
 
-// SelectedWord returns the bracketed word of a sysfs choice list, or the trimmed
-// content when there is none.
+// SelectedWord returns the bracketed word of a sysfs choice list
+// ("always madvise [never]" -> "never"), or the trimmed content when there is
+// none.
 func SelectedWord(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '['); i >= 0 {
-		if j := strings.IndexByte(s[i:], ']'); j > 0 {
-			return s[i+1 : i+j]
-		}
+	if sel, _ := host.ParseSelection(s); sel != "" {
+		return sel
 	}
-	return s
+	return strings.TrimSpace(s)
 }
 
 // writeExisting writes to a kernel file that must already exist (never creates

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -11,25 +10,15 @@ import (
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/host/hosttest"
 	"github.com/lowlat/lowlat/internal/profile"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-var fixtureHosts = []string{"virtio-vm", "epyc-25g", "dual-i40e-nvme", "centos7-3.10"}
+var fixtureHosts = hosttest.Names
 
-func loadFixture(t testing.TB, name string) *host.Facts {
-	t.Helper()
-	src, err := host.OpenRoot(filepath.Join("..", "host", "testdata", "hosts", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
+func loadFixture(t testing.TB, name string) *host.Facts { return hosttest.Fixture(t, name) }
 
 func resolve(t testing.TB, name string, sets map[string]string) *profile.Resolved {
 	t.Helper()
