@@ -391,8 +391,9 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 				errOnce.Do(func() { errSample = err.Error() })
 			}
 			// A few connections get threads of their own: exact timers,
-			// blocking syscalls, no netpoller hand-off. Many connections
-			// share the runtime's threads and its (millisecond) timers.
+			// system calls that block the thread (poll), no netpoller
+			// hand-off. Many connections share the runtime's threads and
+			// its (millisecond) timers.
 			var sl preciseSleeper
 			if precise {
 				sl = lockThread()
@@ -474,8 +475,8 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 				// The kernel's receive time leaves our own wake-up out. It
 				// is wall-clock time, so it is checked against the wall
 				// readings: outside [sent, done] means the clock stepped.
-				if k := rx - sent.UnixNano(); rx != 0 && k >= 0 && k <= done.UnixNano()-sent.UnixNano() {
-					svc = time.Duration(k)
+				if kt := rx - sent.UnixNano(); rx != 0 && kt >= 0 && kt <= done.UnixNano()-sent.UnixNano() {
+					svc = time.Duration(kt)
 					kernelTS.Add(1)
 				} else {
 					userTS.Add(1)

@@ -31,6 +31,9 @@ func TestIntegrationTCPRR(t *testing.T) {
 	if res.RTT.P50 <= 0 || res.RTT.P50 > 5000 {
 		t.Errorf("loopback rr p50 = %.1f µs", res.RTT.P50)
 	}
+	if res.Timestamps != "kernel" || res.Service.Count != res.Requests || res.Service.P50 > res.RTT.P50 || res.Service.Max > res.RTT.Max {
+		t.Errorf("timestamps %q, service %+v vs rtt %+v: want kernel times, service never above the corrected latency", res.Timestamps, res.Service, res.RTT)
+	}
 	st := r.Stats()
 	for deadline := time.Now().Add(2 * time.Second); st.TCPBytesOut != res.Requests*64 && time.Now().Before(deadline); st = r.Stats() {
 		time.Sleep(10 * time.Millisecond)
@@ -38,7 +41,7 @@ func TestIntegrationTCPRR(t *testing.T) {
 	if st.TCPBytesIn != res.Requests*64 || st.TCPBytesOut != res.Requests*64 {
 		t.Errorf("reflector bytes in/out %d/%d for %d requests of 64 B", st.TCPBytesIn, st.TCPBytesOut, res.Requests)
 	}
-	t.Logf("rtt %+v lag %+v", res.RTT, res.SendLag)
+	t.Logf("rtt %+v service %+v lag %+v", res.RTT, res.Service, res.SendLag)
 }
 
 // The runbook 001 stall: a request written in two parts on a socket with Nagle
@@ -359,5 +362,56 @@ func TestIntegrationCRRParallelConcurrent(t *testing.T) {
 	}
 	if res.Transactions != 2*par || time.Since(start) > 2*time.Second {
 		t.Errorf("%d transactions in %s: the loops did not run together", res.Transactions, time.Since(start))
+	}
+}
+
+// Both request paths (a thread per connection with poll, and the netpoller
+// for many connections) keep kernel receive times and honour the timeout.
+func TestIntegrationTCPPathsAndTimeout(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{})
+	for _, n := range []int{1, preciseConns + 1} {
+		res, err := TCP(testCtx(t, 30*time.Second), TCPConfig{Target: r.Addr(), Connections: n, Rate: float64(100 * n), Duration: Duration(300 * time.Millisecond)})
+		if err != nil {
+			t.Fatalf("%d connections: %v", n, err)
+		}
+		if res.Errors != 0 || res.Timestamps != "kernel" || res.Requests < int64(25*n) {
+			t.Errorf("%d connections: %d requests, %d errors (%s), timestamps %q", n, res.Requests, res.Errors, res.ErrorSample, res.Timestamps)
+		}
+	}
+
+	// A responder that accepts the hello and then never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var hb [helloLen]byte
+				if _, err := io.ReadFull(c, hb[:]); err != nil {
+					return
+				}
+				var sb [statusLen]byte
+				_, _ = c.Write(encodeStatus(sb[:], 0, uint64(time.Minute)))
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	for _, n := range []int{1, preciseConns + 1} {
+		start := time.Now()
+		_, err := TCP(testCtx(t, 30*time.Second), TCPConfig{Target: ln.Addr().String(), Connections: n, Rate: float64(10 * n), Timeout: Duration(200 * time.Millisecond), Duration: Duration(300 * time.Millisecond)})
+		if err == nil || !strings.Contains(err.Error(), "no request answered") || !strings.Contains(err.Error(), "timeout") {
+			t.Errorf("%d connections to a silent responder: err = %v, want no request answered (timeout)", n, err)
+		}
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("%d connections: gave up after %s, timeout 200ms", n, el)
+		}
 	}
 }

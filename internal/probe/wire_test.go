@@ -21,6 +21,7 @@ func TestUDPCodecRoundTrip(t *testing.T) {
 		{"refused", packet{Type: pktRefused, Code: refuseCapacity, Nonce: 7, A: 100}, 48, nil},
 		{"probe", packet{Type: pktProbe, Session: 1 << 60, Seq: 1<<32 - 1, ClientTx: -5, SrvRx: 1 << 62}, 1500, nil},
 		{"reply keyed", packet{Type: pktReply, Session: 3, Seq: 9, SrvRecv: 8, ClientTx: 1, SrvRx: 2, SrvProc: 3}, 200, key},
+		{"reply dscp", packet{Type: pktReply, Session: 3, Seq: 9, SrvDSCP: dscpKnown | 46}, 48, nil},
 		{"close", packet{Type: pktClose, Session: 3, Nonce: 1}, 48, nil},
 		{"closed", packet{Type: pktClosed, Session: 3, Nonce: 1, Seq: 10, SrvRecv: 2}, 48, key},
 	}
@@ -124,7 +125,7 @@ func TestParseRxTimestamp(t *testing.T) {
 // The fuzz targets: no input may panic the decoders, and anything the UDP
 // decoder accepts must re-encode to the same bytes (no field is half-read).
 func FuzzDecodeUDP(f *testing.F) {
-	for _, p := range []packet{{Type: pktOpen, Size: 64}, {Type: pktProbe, Session: 1, Seq: 5}, {Type: pktClosed, Seq: 3}} {
+	for _, p := range []packet{{Type: pktOpen, Size: 64}, {Type: pktProbe, Session: 1, Seq: 5}, {Type: pktClosed, Seq: 3}, {Type: pktReply, Seq: 2, SrvDSCP: dscpKnown | 34}} {
 		b := make([]byte, 48)
 		encodeUDP(b, &p, nil)
 		f.Add(b, false)
