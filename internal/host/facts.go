@@ -5,7 +5,11 @@
 // host; the knob package writes, the plan package decides.
 package host
 
-import "time"
+import (
+	"time"
+
+	"github.com/lowlat/lowlat/internal/sockets"
+)
 
 // SchemaVersion is the version of the Facts JSON layout written by capture.
 // Loading a snapshot from a newer schema is refused with a clear error.
@@ -49,6 +53,11 @@ type Facts struct {
 	IRQBalance   IRQBalance `json:"irqbalance"`
 	Block        []BlockDev `json:"block,omitempty"`
 	Systemd      bool       `json:"systemd"`
+	// Sockets is the TCP socket audit (lowlat sockets) condensed per
+	// process, plus the nginx/HAProxy configurations found, so doctor's
+	// Nagle and proxy checks also run on a capture. Nil when not gathered
+	// (a tree without proxy configurations, an older capture).
+	Sockets *sockets.Summary `json:"sockets,omitempty"`
 
 	// Errors lists what could not be read, by source. A missing fact is never
 	// silently a zero value: checks consult this before concluding anything.
@@ -293,8 +302,11 @@ type Ethtool struct {
 	Rings    *Rings            `json:"rings,omitempty"`
 	Coalesce map[string]uint32 `json:"coalesce,omitempty"`
 	Features map[string]bool   `json:"features,omitempty"`
-	Stats    map[string]uint64 `json:"stats,omitempty"`
-	Errors   map[string]string `json:"errors,omitempty"` // query -> why it failed
+	// Fixed lists the features the driver does not let change (ethtool -k
+	// "[fixed]"), sorted; nil when unknown (older captures, fixtures).
+	Fixed  []string          `json:"fixed_features,omitempty"`
+	Stats  map[string]uint64 `json:"stats,omitempty"`
+	Errors map[string]string `json:"errors,omitempty"` // query -> why it failed
 }
 
 // Channels is ethtool -l.

@@ -91,6 +91,7 @@ func Gather(ctx context.Context, src Source) (*Facts, error) {
 	}
 	gatherEthtool(ctx, f, src.Ethtool)
 	rd.flush()
+	gatherSockets(ctx, f, src)
 	if f.Netns == "" {
 		f.Netns = netnsFromSysctls(f.Sysctls)
 	}

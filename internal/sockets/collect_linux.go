@@ -1,0 +1,74 @@
+package sockets
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Collect audits every TCP socket of the calling thread's network namespace
+// and condenses it for host.Facts: per-process summaries, the runtimes of
+// processes that need advice, and the nginx/HAProxy configurations in use
+// (read through fsys). It never fails: what could not be read is in the
+// Summary.
+func Collect(ctx context.Context, fsys FS) *Summary {
+	rep, err := Audit(ctx, Config{})
+	if err != nil {
+		sum := &Summary{Live: true, Error: err.Error()}
+		sum.Proxies = ReadProxies(fsys, nil)
+		return sum
+	}
+	sum := Summarize(rep)
+	var procs []ProxyProcess
+	for i := range sum.Processes {
+		p := &sum.Processes[i]
+		dir := "/proc/" + strconv.Itoa(p.PID)
+		if kind, conf := ProxyFromCmdline(p.Comm, readCmdline(dir)); kind != "" {
+			p.Runtime, p.ConfigPath = kind, conf
+			procs = append(procs, ProxyProcess{Kind: kind, PID: p.PID, ConfigPath: conf})
+			continue
+		}
+		if p.SmallWrites > 0 {
+			p.Runtime = DetectRuntime(dir)
+		}
+	}
+	sum.Proxies = ReadProxies(fsys, procs)
+	return sum
+}
+
+func readCmdline(dir string) []string {
+	b, err := os.ReadFile(dir + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+}
+
+// DetectRuntime guesses the language runtime of the process at /proc/PID
+// dir from its executable: the name for interpreters and VMs, Go's build
+// information for Go binaries, "" otherwise (C, C++, unknown).
+func DetectRuntime(dir string) string {
+	exe, err := os.Readlink(dir + "/exe")
+	if err != nil {
+		return ""
+	}
+	base := strings.TrimSuffix(filepath.Base(exe), " (deleted)")
+	switch {
+	case base == "java":
+		return "java"
+	case base == "node" || base == "nodejs":
+		return "node"
+	case strings.HasPrefix(base, "python"):
+		return "python"
+	case base == "nginx" || base == "haproxy":
+		return base
+	}
+	if _, err := buildinfo.ReadFile(dir + "/exe"); err == nil {
+		return "go"
+	}
+	return ""
+}
