@@ -356,6 +356,9 @@ func dialUDPSock(dst netip.AddrPort) (*udpSock, error) {
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	if err := unix.Connect(fd, sa); err != nil {
 		unix.Close(fd)
+		if errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) {
+			return nil, fmt.Errorf("udp %s: unreachable (%w)", dst, err)
+		}
 		return nil, fmt.Errorf("udp connect %s: %w", dst, err)
 	}
 	return s, nil

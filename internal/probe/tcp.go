@@ -178,12 +178,24 @@ func dialError(target string, err error) error {
 		return fmt.Errorf("tcp %s: connection refused (is a reflector listening there?)", target)
 	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
 		return fmt.Errorf("tcp %s: out of file descriptors: %w", target, err)
+	case errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH):
+		return fmt.Errorf("tcp %s: unreachable (%w)", target, unwrapErrno(err))
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("tcp %s: connect timed out: unreachable", target)
 	}
 	return fmt.Errorf("tcp %s: %w", target, err)
+}
+
+// unwrapErrno returns the errno inside err, or err: "network is unreachable"
+// reads better than the dialer's whole chain.
+func unwrapErrno(err error) error {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return err
 }
 
 // histShards is how many histograms connections record into; hdrhistogram is
