@@ -5,6 +5,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/safchain/ethtool"
@@ -72,8 +73,15 @@ func (l *LiveEthtool) Ethtool(iface string) (*Ethtool, error) {
 	} else {
 		note("coalesce", err)
 	}
-	if f, err := e.Features(iface); err == nil {
-		out.Features = f
+	if f, err := e.FeaturesWithState(iface); err == nil {
+		out.Features = make(map[string]bool, len(f))
+		for name, st := range f {
+			out.Features[name] = st.Active
+			if !st.Available {
+				out.Fixed = append(out.Fixed, name)
+			}
+		}
+		sort.Strings(out.Fixed)
 	} else {
 		note("features", err)
 	}

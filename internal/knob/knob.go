@@ -84,8 +84,24 @@ func New(sys *System, id string) (Knob, error) {
 		return newQdisc(sys, rest)
 	case "route":
 		return newRoute(sys, rest)
+	case "ethtool":
+		return newEthtool(sys, rest)
+	case "irq":
+		return newIRQ(sys, rest)
+	case "queue":
+		return newQueue(sys, rest)
+	case "service":
+		return newService(sys, rest)
+	case "irqbalance":
+		return newIRQBalance(sys, rest)
+	case "cpufreq":
+		return newCpufreq(sys, rest)
+	case "block":
+		return newBlock(sys, rest)
+	case "dropin":
+		return newDropin(sys, rest)
 	}
-	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route)", id, kind)
+	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route, ethtool, irq, queue, service, irqbalance, cpufreq, block, dropin)", id, kind)
 }
 
 // Verify reads k back and checks it against want.
