@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -117,7 +118,8 @@ type Reflector struct {
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 
-	txOOB [64]byte // the UDP goroutine's control message for replies
+	txOOB     [64]byte // the UDP goroutine's control message for replies
+	noTOSCmsg bool     // the kernel refused it once; UDP goroutine only
 }
 
 // NewReflector returns a reflector with cfg's limits (defaults filled in).
@@ -487,10 +489,18 @@ type replyTOS struct {
 func (r *Reflector) sendUDP(b []byte, p *packet, m *mac, dst netip.AddrPort, tos replyTOS) {
 	encodeUDP(b, p, m)
 	var oob []byte
-	if tos.ok && tosCmsgSpace > 0 {
+	if tos.ok && tosCmsgSpace > 0 && !r.noTOSCmsg {
 		oob = tosCmsg(r.txOOB[:], tos.v6, tos.tos)
 	}
-	if _, _, err := r.udp.WriteMsgUDPAddrPort(b, oob, dst); err == nil {
+	_, _, err := r.udp.WriteMsgUDPAddrPort(b, oob, dst)
+	if err != nil && oob != nil && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOPROTOOPT)) {
+		// A kernel that will not take the marking per datagram still gets
+		// its replies, unmarked, and is not asked again.
+		r.noTOSCmsg = true
+		r.logf("udp: per-reply DSCP not supported here (%v); replies keep the default marking", err)
+		_, _, err = r.udp.WriteMsgUDPAddrPort(b, nil, dst)
+	}
+	if err == nil {
 		r.st.udpReplied.Add(1)
 	}
 }
