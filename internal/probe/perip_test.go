@@ -86,3 +86,21 @@ func (r *Reflector) ipCount(addr netip.Addr, tcp bool) int {
 	defer r.perIPMu.Unlock()
 	return r.perIP[perIPKey{addr, tcp}]
 }
+
+// Sessions that closed give their address's slot back at once, so probes run
+// back to back from one host never meet the cap.
+func TestIntegrationPerIPCapBackToBack(t *testing.T) {
+	r := startReflector(t, ReflectorConfig{MaxSessionsPerIP: 2})
+	for i := range 5 {
+		res, err := UDP(testCtx(t, 10*time.Second), UDPConfig{Target: r.Addr(), Interval: Duration(5 * time.Millisecond), Duration: Duration(20 * time.Millisecond)})
+		if err != nil {
+			t.Fatalf("probe %d of 5 with a cap of 2: %v", i+1, err)
+		}
+		if res.Loss.Split != "final" {
+			t.Fatalf("probe %d: the close went unanswered", i+1)
+		}
+	}
+	if n := r.ipCount(netip.MustParseAddr("127.0.0.1"), false); n != 0 {
+		t.Errorf("slots still held after all sessions closed: %d", n)
+	}
+}

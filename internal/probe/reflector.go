@@ -292,6 +292,7 @@ type udpSession struct {
 	dups     uint32
 	expire   int64 // hard end, ns
 	lastSeen int64
+	closing  bool // the client asked for the final counts; per-IP slot given back
 }
 
 func randUint64() uint64 {
@@ -318,7 +319,9 @@ func (r *Reflector) serveUDP() error {
 			delete(byNonce, s.nonce)
 		}
 		r.clients.Add(-1)
-		r.releaseIP(s.src.Addr(), false)
+		if !s.closing {
+			r.releaseIP(s.src.Addr(), false)
+		}
 	}
 	defer func() {
 		for _, s := range sessions {
@@ -454,8 +457,14 @@ func (r *Reflector) serveUDP() error {
 				r.st.udpThrottled.Add(1)
 				continue
 			}
-			// Keep the session a moment so a retried close gets the same answer.
+			// Keep the session a moment so a retried close gets the same
+			// answer, but give its address's slot back now: a script running
+			// probes back to back should not meet the per-IP cap.
 			s.expire = min(s.expire, rx+int64(3*time.Second))
+			if !s.closing {
+				s.closing = true
+				r.releaseIP(s.src.Addr(), false)
+			}
 			p.Type, p.Seq, p.SrvRecv = pktClosed, s.received, s.dups
 			r.sendUDP(b, &p, m, src, reply)
 
