@@ -33,7 +33,7 @@ import (
 //
 //   - raw: syscalls straight from the caller's locked OS thread, the socket
 //     polled with poll(2). No netpoller, no hand-off between threads: a locked
-//     goroutine that parks on the netpoller costs three context switches per
+//     goroutine that parks on the netpoller costs over three context switches per
 //     request (its thread sleeps, another thread polls, wakes it and sleeps).
 //   - netpoller: reads through syscall.RawConn.Read, so thousands of
 //     connections share a few threads; deadlines are the conn's.
