@@ -109,12 +109,14 @@ type TCPInfo struct {
 	// Retrans is the number of segments retransmitted and not yet
 	// acknowledged; TotalRetrans counts every retransmission of the
 	// connection's lifetime.
-	Retrans      uint32  `json:"retrans"`
-	TotalRetrans uint32  `json:"total_retrans"`
-	Unacked      uint32  `json:"unacked"`
-	Lost         uint32  `json:"lost"`
-	SndMSS       uint32  `json:"snd_mss"`
-	RcvMSS       uint32  `json:"rcv_mss"`
+	Retrans      uint32 `json:"retrans"`
+	TotalRetrans uint32 `json:"total_retrans"`
+	Unacked      uint32 `json:"unacked"`
+	Lost         uint32 `json:"lost"`
+	SndMSS       uint32 `json:"snd_mss"`
+	RcvMSS       uint32 `json:"rcv_mss"`
+	// PacingRate and DeliveryRate are in bits per second (the kernel's
+	// bytes per second times 8, as ss prints them).
 	PacingRate   *uint64 `json:"pacing_rate_bps,omitempty"`
 	DeliveryRate *uint64 `json:"delivery_rate_bps,omitempty"`
 	// DeliveryRateAppLimited: the rate was measured while the application
@@ -307,12 +309,15 @@ func formatAddr(a netip.Addr, port uint16) string {
 	return netip.AddrPortFrom(a, port).String()
 }
 
-// SortSockets orders rows by pid, then state (listeners first), then local
-// and remote address, so output is stable.
+// SortSockets orders rows by pid (sockets without an owner last), then state
+// (listeners first), then local and remote address, so output is stable.
 func SortSockets(ss []Socket) {
 	sort.SliceStable(ss, func(i, j int) bool {
 		a, b := &ss[i], &ss[j]
 		if a.PID != b.PID {
+			if a.PID == 0 || b.PID == 0 {
+				return b.PID == 0
+			}
 			return a.PID < b.PID
 		}
 		if (a.stateNum == stateListen) != (b.stateNum == stateListen) {

@@ -102,9 +102,14 @@ func DecodeTCPInfo(b []byte) *TCPInfo {
 	if v := u32(tiSsthresh); v < infiniteSsthresh {
 		ti.Ssthresh = opt32(tiSsthresh)
 	}
+	// The kernel reports rates in bytes per second; JSON says bits, as ss does.
 	ti.PacingRate = opt64(tiPacingRate)
-	if ti.PacingRate != nil && *ti.PacingRate == ^uint64(0) {
-		ti.PacingRate = nil // ~0: pacing not in use
+	if ti.PacingRate != nil {
+		if *ti.PacingRate == ^uint64(0) {
+			ti.PacingRate = nil // ~0: no pacing rate (not computed yet)
+		} else {
+			*ti.PacingRate *= 8
+		}
 	}
 	ti.BytesAcked = opt64(tiBytesAcked)
 	ti.BytesReceived = opt64(tiBytesRecv)
@@ -118,6 +123,7 @@ func DecodeTCPInfo(b []byte) *TCPInfo {
 	ti.DataSegsOut = opt32(tiDataSegsOut)
 	ti.DeliveryRate = opt64(tiDeliveryRate)
 	if ti.DeliveryRate != nil {
+		*ti.DeliveryRate *= 8
 		ti.DeliveryRateAppLimited = b[tiFlags]&1 != 0
 	}
 	ti.BusyUs = opt64(tiBusy)
