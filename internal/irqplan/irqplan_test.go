@@ -14,7 +14,6 @@ import (
 
 var fixtures = []string{"virtio-vm", "dual-i40e-nvme", "epyc-25g", "centos7-3.10"}
 
-
 func load(t testing.TB, name string) *host.Facts {
 	t.Helper()
 	var f *host.Facts
