@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/irqplan"
 	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/profile"
 	"github.com/lowlat/lowlat/internal/qdisc"
@@ -54,6 +55,9 @@ type Plan struct {
 	Ifaces  []string          `json:"ifaces"`
 	Host    HostBrief         `json:"host"`
 	Changes []Change          `json:"changes"`
+	// Placement is the interrupt placement behind the irq rows, when the
+	// profile asks for one (lowlat pin uses its application CPUs).
+	Placement *irqplan.Plan `json:"-"`
 }
 
 // HostBrief identifies the host a plan was made for.
@@ -68,6 +72,9 @@ type Options struct {
 	// Ifaces are the interfaces qdisc and route settings apply to. Empty: the
 	// interfaces carrying a default route.
 	Ifaces []string
+	// ReserveCPUs are CPUs kept for the application (--reserve-cpus): no
+	// interrupt is placed on them or on their SMT siblings.
+	ReserveCPUs []int
 }
 
 // Counts summarises a plan.
@@ -108,8 +115,11 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 	// net.core.default_qdisc is restored before the qdiscs, and the kernel
 	// re-attaches the original default kind when a root is deleted.
 	var devs, sysctls []Change
+	nic := nicSettings{}
 	for _, s := range r.Settings {
 		switch s.Section {
+		case "ethtool", "irq", "nvme", "cpu":
+			nic[s.Key] = s
 		case "sysctl":
 			sysctls = append(sysctls, sysctlRow(f, s))
 		case "qdisc":
@@ -126,6 +136,15 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 			devs = append(devs, sysfsRow(f, s))
 		}
 	}
+	// NIC, interrupt and storage knobs go first: a rollback restores them
+	// last, after the qdiscs of the queues they created.
+	nicDevs, nicSysctls, placement, err := nicRows(f, ifaces, nic, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.Placement = placement
+	devs = append(nicDevs, devs...)
+	sysctls = append(sysctls, nicSysctls...)
 	p.Changes = append(append(p.Changes, devs...), sysctls...)
 	return p, nil
 }

@@ -122,7 +122,7 @@ func (p *parser) checkTable(parts []string, poss []Pos) error {
 			return errAt(poss[0], "unknown table [%s] (parameters are [params.NAME])", strings.Join(parts, "."))
 		}
 		return nil
-	case "sysctl", "qdisc", "route", "sysfs":
+	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu":
 		if len(parts) >= 2 {
 			if err := checkName(parts[0], strings.Join(parts[1:], ".")); err != nil {
 				return errAt(poss[1], "%s", err)
@@ -163,7 +163,7 @@ func (p *parser) keyValue(full []string, pos Pos, v *unstable.Node) error {
 	switch full[0] {
 	case "params":
 		return p.param(full, pos, vpos, v)
-	case "sysctl", "qdisc", "route", "sysfs":
+	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu":
 		return p.setting(full, pos, vpos, v)
 	}
 	return errAt(pos, "unknown key %q (known: %s, and sections %s)", strings.Join(full, "."), keys(topFields), strings.Join(Sections, ", "))
@@ -393,6 +393,8 @@ func checkName(section, name string) error {
 		if name == "" || strings.Contains(name, "..") || strings.HasPrefix(name, "/") {
 			return fmt.Errorf("bad sysfs path %q (relative to /sys, no ..)", name)
 		}
+	case "ethtool", "irq", "nvme", "cpu":
+		return checkNICName(section, name)
 	}
 	return nil
 }

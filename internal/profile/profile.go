@@ -41,7 +41,7 @@ func errAt(p Pos, format string, args ...any) *Error {
 }
 
 // Sections are the kinds of settings a profile may contain.
-var Sections = []string{"sysctl", "qdisc", "route", "sysfs"}
+var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu"}
 
 // Setting is one thing a profile sets.
 type Setting struct {

@@ -108,6 +108,8 @@ func checkResolved(section, name, v string) error {
 		if err != nil || n > 1024 {
 			return fmt.Errorf("bad %s %q (want 0 for the kernel default, or 1..1024)", name, v)
 		}
+	case "ethtool", "irq", "nvme", "cpu":
+		return checkNICValue(section, name, v)
 	}
 	return nil
 }
