@@ -148,7 +148,9 @@ func ethtoolRows(ifc *host.Interface, ss nicSettings) []Change {
 		}
 	}
 	// Profile order.
-	sort.Slice(keys, func(i, j int) bool { return ss[keys[i]].Pos.Line < ss[keys[j]].Pos.Line || (ss[keys[i]].Pos.Line == ss[keys[j]].Pos.Line && keys[i] < keys[j]) })
+	sort.Slice(keys, func(i, j int) bool {
+		return ss[keys[i]].Pos.Line < ss[keys[j]].Pos.Line || (ss[keys[i]].Pos.Line == ss[keys[j]].Pos.Line && keys[i] < keys[j])
+	})
 	var out []Change
 	et := ifc.Ethtool
 	for _, k := range keys {
