@@ -136,7 +136,8 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 		tc = append(tc, txn.Change{Knob: c.Knob, Value: c.Desired})
 	}
 	eng := engine(env, *jpath)
-	res, err := eng.Apply(ctx, tc, meta)
+	res, dropped, err := applyWritable(ctx, eng, tc, meta)
+	notes = append(notes, notWritableNotes(dropped)...)
 	if err != nil {
 		var ae *txn.ApplyError
 		if errors.As(err, &ae) && *asJSON {
@@ -149,6 +150,9 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	res.Notes = append(res.Notes, notes...)
 	if *asJSON {
 		out := map[string]any{"txn": res.Txn, "changed": res.Changed, "failed": res.Failed, "notes": res.Notes}
+		if len(dropped) > 0 {
+			out["not_writable"] = dropped
+		}
 		if *confirm > 0 {
 			out["confirm_by"] = deadline.UTC().Format(time.RFC3339)
 		}

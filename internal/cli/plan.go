@@ -21,6 +21,7 @@ type planFlags struct {
 	ifaces  listFlag
 	sets    setFlag
 	skips   listFlag
+	reserve cpuListFlag
 }
 
 func addPlanFlags(fs flagSetLike, pf *planFlags) {
@@ -29,6 +30,7 @@ func addPlanFlags(fs flagSetLike, pf *planFlags) {
 	fs.Var(&pf.ifaces, "iface", "interface(s) for qdisc and route settings (default: those with a default route)")
 	fs.Var(pf.sets, "set", "set a parameter or override a setting: `key=value` (repeatable), e.g. rate=2mbit")
 	fs.Var(&pf.skips, "skip", "leave a setting of the profile out: `key` (repeatable), e.g. sysfs.kernel/mm/transparent_hugepage/enabled")
+	fs.Var(&pf.reserve, "reserve-cpus", "keep these CPUs (`LIST`, e.g. 12-17) for the application: no interrupt goes to them or their SMT siblings")
 }
 
 func makePlan(f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Resolved, error) {
@@ -43,7 +45,7 @@ func makePlan(f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Re
 	if err != nil {
 		return nil, nil, err
 	}
-	pl, err := plan.Make(f, r, plan.Options{Ifaces: pf.ifaces})
+	pl, err := plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})
 	if err != nil {
 		return nil, nil, err
 	}

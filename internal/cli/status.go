@@ -35,7 +35,13 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	if *asJSON {
-		if err := report.JSON(env.Stdout, rep); err != nil {
+		// "moved" says the drift in words ("irq 45 eth0-TxRx-3: applied
+		// cpu 4, now cpu 0") next to the raw values.
+		out := struct {
+			*txn.StatusReport
+			Moved []string `json:"moved,omitempty"`
+		}{rep, driftWords(rep.Drift)}
+		if err := report.JSON(env.Stdout, out); err != nil {
 			return err
 		}
 	} else {
@@ -83,5 +89,8 @@ func renderStatus(env *Env, rep *txn.StatusReport) {
 		d.Add(report.C(x.Knob), report.C(truncate(x.Applied, 50)), report.S(truncate(x.Live, 60), report.Bad))
 	}
 	d.Render(env.Stdout, env.TTY)
+	for _, w := range driftWords(rep.Drift) {
+		fmt.Fprintln(env.Stdout, "  moved:", w)
+	}
 	fmt.Fprintln(env.Stdout, "Re-apply the profile, or 'lowlat rollback' to restore the values from before lowlat.")
 }

@@ -161,20 +161,28 @@ func (k *cpufreqKnob) available(cpu int) string {
 	return strings.TrimSpace(string(b))
 }
 
+// Satisfied compares per-CPU governors; a single word stands for every CPU
+// the other value names.
 func (k *cpufreqKnob) Satisfied(live, desired string) bool {
-	if live == desired {
-		return true
+	lc, dc := strings.Contains(live, ":"), strings.Contains(desired, ":")
+	if !lc && !dc {
+		return live == desired
 	}
-	files := map[int]string{}
-	l, err1 := parseGovernors(live, files)
-	if err1 != nil {
-		return false
+	cpus := map[int]string{}
+	for _, v := range []string{live, desired} {
+		if strings.Contains(v, ":") {
+			m, err := parseGovernors(v, nil)
+			if err != nil {
+				return false
+			}
+			for c := range m {
+				cpus[c] = ""
+			}
+		}
 	}
-	for c := range l {
-		files[c] = ""
-	}
-	d, err2 := parseGovernors(desired, files)
-	if err2 != nil || len(d) != len(l) {
+	l, err1 := parseGovernors(live, cpus)
+	d, err2 := parseGovernors(desired, cpus)
+	if err1 != nil || err2 != nil || len(l) != len(d) {
 		return false
 	}
 	for c, g := range l {

@@ -456,6 +456,20 @@ func TestCpufreqKnob(t *testing.T) {
 	if got := read(t, k); got != before {
 		t.Errorf("restored %q, reads %q", before, got)
 	}
+	for _, tt := range []struct {
+		live, desired string
+		want          bool
+	}{
+		{"performance", "powersave", false},
+		{"performance", "performance", true},
+		{"0-1:performance", "performance", true},
+		{"0:performance;1:powersave", "performance", false},
+		{"performance", "0-3:performance", true},
+	} {
+		if got := k.Satisfied(tt.live, tt.desired); got != tt.want || Same(k, tt.live, tt.desired) != tt.want {
+			t.Errorf("Satisfied(%q, %q) = %v", tt.live, tt.desired, got)
+		}
+	}
 	none := mustKnob(t, &System{Root: t.TempDir()}, "cpufreq/governor")
 	if _, err := none.Read(ctx); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("no cpufreq: %v", err)

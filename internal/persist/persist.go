@@ -9,6 +9,7 @@ package persist
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,7 +21,32 @@ const (
 	SysctlFile = "/etc/sysctl.d/99-lowlat.conf"
 	UnitFile   = "/etc/systemd/system/lowlat-boot.service"
 	UnitWants  = "/etc/systemd/system/multi-user.target.wants/lowlat-boot.service"
+	// The timer re-asserts interrupt affinities, queue steering and the
+	// irqbalance state every 5 minutes (runbook 002: irqbalance, a driver
+	// reset or a NIC flap moves interrupts back).
+	ReassertService = "/etc/systemd/system/lowlat-reassert.service"
+	ReassertTimer   = "/etc/systemd/system/lowlat-reassert.timer"
+	ReassertWants   = "/etc/systemd/system/timers.target.wants/lowlat-reassert.timer"
 )
+
+// Reasserted are the knob kinds the timer re-asserts: the ones something
+// else on the host changes behind lowlat's back.
+var Reasserted = map[string]bool{"irq": true, "queue": true, "ethtool": true, "service": true}
+
+// deviceKinds are re-applied by the boot unit: nothing else restores them
+// after a reboot.
+var deviceKinds = map[string]bool{"qdisc": true, "route": true, "sysfs": true, "ethtool": true, "irq": true, "queue": true,
+	"service": true, "cpufreq": true, "block": true}
+
+// nicOf returns the interface an ethtool or queue knob acts on, or "".
+func nicOf(id string) string {
+	kind, rest, _ := strings.Cut(id, "/")
+	if kind != "ethtool" && kind != "queue" {
+		return ""
+	}
+	iface, _, _ := strings.Cut(rest, "/")
+	return iface
+}
 
 // Setting is one knob and the value it should have after a reboot.
 type Setting struct {
@@ -51,17 +77,25 @@ func (o Options) path(p string) string {
 // Changes returns the knob changes that persist settings, and notes for the
 // user (e.g. no systemd: device knobs will not come back after a reboot).
 func Changes(settings []Setting, o Options) ([]Change, []string) {
-	var sysctls []string
-	devices := 0
+	var sysctls, nics []string
+	devices, reassert := 0, 0
 	for _, s := range settings {
-		switch knob.Kind(s.Knob) {
-		case "sysctl":
+		kind := knob.Kind(s.Knob)
+		switch {
+		case kind == "sysctl":
 			name := strings.TrimPrefix(s.Knob, "sysctl/")
 			sysctls = append(sysctls, fmt.Sprintf("%s = %s", name, s.Value))
-		case "qdisc", "route", "sysfs":
+		case deviceKinds[kind]:
 			devices++
 		}
+		if Reasserted[kind] {
+			reassert++
+		}
+		if n := nicOf(s.Knob); n != "" && !slices.Contains(nics, n) {
+			nics = append(nics, n)
+		}
 	}
+	sort.Strings(nics)
 	sort.Strings(sysctls)
 	var out []Change
 	var notes []string
@@ -75,14 +109,21 @@ func Changes(settings []Setting, o Options) ([]Change, []string) {
 	}
 	if devices > 0 {
 		if !o.Systemd {
-			notes = append(notes, fmt.Sprintf("systemd does not run here: %d qdisc/route/sysfs change(s) will not be re-applied at boot (run 'lowlat boot' from your init scripts)", devices))
+			notes = append(notes, fmt.Sprintf("systemd does not run here: %d device change(s) (qdisc, route, sysfs, NIC, interrupt) will not be re-applied at boot (run 'lowlat boot' from your init scripts, after the NICs are up)", devices))
 		} else {
+			// The NICs whose queues and interrupts the unit sets must exist
+			// and be up: their device units, then network-online.
+			var devUnits string
+			for _, n := range nics {
+				u := "sys-subsystem-net-devices-" + systemdEscape(n) + ".device"
+				devUnits += "Wants=" + u + "\nAfter=" + u + "\n"
+			}
 			unit := fmt.Sprintf(`# Written by lowlat (profile %s). 'lowlat rollback' removes this unit.
 [Unit]
-Description=lowlat: re-apply persisted qdisc, route and sysfs settings
+Description=lowlat: re-apply persisted qdisc, route, sysfs, NIC and interrupt settings
 Wants=network-online.target
 After=network-online.target systemd-sysctl.service
-
+`+devUnits+`
 [Service]
 Type=oneshot
 ExecStart=%s boot --journal %s
@@ -92,9 +133,50 @@ RemainAfterExit=yes
 WantedBy=multi-user.target
 `, o.Profile, o.Exe, o.Journal)
 			out = append(out, Change{Knob: "file" + o.path(UnitFile), Value: unit}, Change{Knob: "link" + o.path(UnitWants), Value: UnitFile})
+			if reassert > 0 {
+				svc := fmt.Sprintf(`# Written by lowlat (profile %s). 'lowlat rollback' removes this unit.
+[Unit]
+Description=lowlat: re-assert persisted interrupt affinity, queue and irqbalance settings
+After=lowlat-boot.service
+
+[Service]
+Type=oneshot
+ExecStart=%s reassert --journal %s
+`, o.Profile, o.Exe, o.Journal)
+				timer := fmt.Sprintf(`# Written by lowlat (profile %s). 'lowlat rollback' removes this timer.
+[Unit]
+Description=lowlat: re-assert interrupt affinity every 5 minutes (irqbalance or a driver reset moves it back)
+
+[Timer]
+OnBootSec=5min
+OnUnitActiveSec=5min
+
+[Install]
+WantedBy=timers.target
+`, o.Profile)
+				out = append(out, Change{Knob: "file" + o.path(ReassertService), Value: svc}, Change{Knob: "file" + o.path(ReassertTimer), Value: timer},
+					Change{Knob: "link" + o.path(ReassertWants), Value: ReassertTimer})
+				notes = append(notes, "lowlat-reassert.timer re-asserts interrupt and queue settings every 5 minutes from the next boot; to start it now: systemctl daemon-reload && systemctl start lowlat-reassert.timer")
+			}
 		}
 	}
 	return out, notes
+}
+
+// systemdEscape escapes an interface name for a device unit name as
+// systemd-escape --path does for the characters interface names may hold.
+func systemdEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == ':', c == '.' && i > 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "\\x%02x", c)
+		}
+	}
+	return b.String()
 }
 
 // Change is a file to write.
