@@ -262,4 +262,3 @@ func pinPlan(f *host.Facts, pf *planFlags, cpus []int, numa string) (pinSpec, er
 	}
 	return s, nil
 }
-
