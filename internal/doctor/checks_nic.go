@@ -74,6 +74,7 @@ var SampleWindow = time.Second
 var sampled struct {
 	sync.Mutex
 	f   *host.Facts
+	at  time.Time // f.CapturedAt: a later Facts at a reused address is another host view
 	s   *Sample
 	err string
 }
@@ -82,10 +83,10 @@ var sampled struct {
 func sample(f *host.Facts) (*Sample, string) {
 	sampled.Lock()
 	defer sampled.Unlock()
-	if sampled.f == f {
+	if sampled.f == f && sampled.at.Equal(f.CapturedAt) {
 		return sampled.s, sampled.err
 	}
-	sampled.f, sampled.s, sampled.err = f, nil, ""
+	sampled.f, sampled.at, sampled.s, sampled.err = f, f.CapturedAt, nil, ""
 	switch {
 	case f.Source != "live":
 		sampled.err = fmt.Sprintf("not sampled: the facts are from %s, not this host now", orDefault(f.Source, "elsewhere"))

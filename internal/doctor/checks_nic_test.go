@@ -1,0 +1,128 @@
+package doctor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNICChecksOnFixtures(t *testing.T) {
+	tests := []struct {
+		host    string
+		want    map[string]string
+		notWant []string
+	}{
+		// Runbook 002's box: 40 queues all on CPU 0, NET_RX on CPU 0,
+		// port.rx_dropped since boot, adaptive coalescing.
+		{"dual-i40e-nvme", map[string]string{"nic-queues-exceed-cpus": Warn, "softirq-imbalance": Warn, "nic-drops": Info, "nic-coalesce-high": Info},
+			[]string{"nic-lro-on", "irq-smt-siblings", "nic-numa-remote"}},
+		// mlx5 spreads 63 vectors over all 64 threads: SMT siblings both busy.
+		{"epyc-25g", map[string]string{"irq-smt-siblings": Warn, "nic-queues-exceed-cpus": Warn, "nic-drops": Info},
+			[]string{"nic-lro-on", "softirq-imbalance"}},
+		{"centos7-3.10", map[string]string{"nic-lro-on": Warn, "irq-smt-siblings": Warn, "nic-drops": Info}, nil},
+		{"virtio-vm", nil, []string{"nic-lro-on", "irq-smt-siblings", "nic-queues-exceed-cpus", "softirq-imbalance", "nic-numa-remote"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			rep := Run(fixture(t, tt.host), Options{})
+			got := ids(rep)
+			for id, sev := range tt.want {
+				f, ok := got[id]
+				if !ok {
+					t.Errorf("missing %s", id)
+					continue
+				}
+				if f.Severity != sev || f.Fix == "" || len(f.Evidence) == 0 {
+					t.Errorf("%s: %+v", id, f)
+				}
+			}
+			for _, id := range tt.notWant {
+				if f, ok := got[id]; ok {
+					t.Errorf("unexpected %s: %s", id, f.Summary)
+				}
+			}
+			// A capture cannot be sampled, and says so.
+			if f, ok := got["nic-drops"]; ok && (!strings.HasPrefix(f.Evidence["sampled"], "not sampled: the facts are from root:") || !strings.Contains(f.Summary, "not sampled")) {
+				t.Errorf("nic-drops on a capture: %+v", f)
+			}
+		})
+	}
+}
+
+type fakeSampler struct {
+	s     *Sample
+	err   error
+	calls int
+}
+
+func (f *fakeSampler) Sample(ifaces []string, window time.Duration) (*Sample, error) {
+	f.calls++
+	return f.s, f.err
+}
+
+func withSampler(t *testing.T, s Sampler) {
+	saved := LiveSampler
+	LiveSampler = s
+	t.Cleanup(func() { LiveSampler = saved })
+}
+
+// TestNICChecksSampled: live facts go through the sampler once, and what it
+// saw becomes findings: drops now, ksoftirqd busy, application threads on the
+// wrong node.
+func TestNICChecksSampled(t *testing.T) {
+	f := fixture(t, "dual-i40e-nvme")
+	f.Source = "live"
+	fs := &fakeSampler{s: &Sample{Window: time.Second,
+		NICDeltas: map[string]map[string]uint64{"eth0": {"port.rx_dropped": 40, "rx_packets": 100000, "rx_xdp_drops": 9}},
+		Ksoftirqd: map[int]float64{0: 0.9, 1: 0.01},
+		Threads:   []ThreadLoad{{PID: 900, TID: 901, Comm: "gateway", Share: 0.95, CPU: 12}, {PID: 900, TID: 902, Comm: "gateway", Share: 0.8, CPU: 13}},
+	}}
+	withSampler(t, fs)
+	rep := Run(f, Options{})
+	if fs.calls != 1 {
+		t.Errorf("sampled %d times, want once for all checks", fs.calls)
+	}
+	var drops, ksoft, remote *Finding
+	for i, x := range rep.Findings {
+		switch {
+		case x.ID == "nic-drops":
+			drops = &rep.Findings[i]
+		case x.ID == "softirq-imbalance" && strings.Contains(x.Summary, "ksoftirqd"):
+			ksoft = &rep.Findings[i]
+		case x.ID == "nic-numa-remote":
+			remote = &rep.Findings[i]
+		}
+	}
+	if drops == nil || drops.Severity != Warn || !strings.Contains(drops.Summary, "port.rx_dropped +40/s") || strings.Contains(drops.Summary, "xdp") {
+		t.Errorf("drops now: %+v", drops)
+	}
+	if ksoft == nil || !strings.Contains(ksoft.Summary, "ksoftirqd/0 90%") || strings.Contains(ksoft.Summary, "ksoftirqd/1") {
+		t.Errorf("ksoftirqd: %+v", ksoft)
+	}
+	if remote == nil || !strings.Contains(remote.Summary, "node 1") || !strings.Contains(remote.Evidence["busiest"], "gateway[901] 95% on cpu12 (node 1)") {
+		t.Errorf("NUMA-remote threads: %+v", remote)
+	}
+
+	// A sampler that fails: the checks go on and say why.
+	f2 := fixture(t, "dual-i40e-nvme")
+	f2.Source = "live"
+	withSampler(t, &fakeSampler{err: errors.New("ethtool socket: permission denied")})
+	rep = Run(f2, Options{})
+	if d := ids(rep)["nic-drops"]; !strings.Contains(d.Evidence["sampled"], "not sampled: ethtool socket: permission denied") {
+		t.Errorf("failed sample: %+v", d)
+	}
+}
+
+func TestDropCounter(t *testing.T) {
+	for name, want := range map[string]bool{
+		"rx_missed_errors": true, "rx_no_buffer_count": true, "rx_no_desc": true, "tx_timeout": true, "tx_timeout_count": true,
+		"port.rx_dropped": true, "rx_out_of_buffer": true, "rx_discards_phy": true, "rx_queue_0_drops": true, "rx_no_dma_resources": true,
+		"rx_fifo_errors": true, "rx_alloc_fail": true,
+		"rx_packets": false, "tx_bytes": false, "rx_queue_0_xdp_drops": false, "rx_csum_unnecessary": false,
+	} {
+		if got := DropCounter(name); got != want {
+			t.Errorf("DropCounter(%q) = %v", name, got)
+		}
+	}
+}
