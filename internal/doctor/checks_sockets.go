@@ -98,13 +98,15 @@ func wantsFastOpen(f *host.Facts, o Options) (bool, string) {
 	return ok && v&0x2 != 0, "net.ipv4.tcp_fastopen=" + strconv.FormatInt(v, 10)
 }
 
-// proxyProcesses returns the summaries of the running processes of a proxy
-// kind (the nginx master and its workers share the listeners).
-func proxyProcesses(s *sockets.Summary, kind string) []*sockets.ProcessSummary {
+// proxyProcesses returns the summaries of the processes running with a
+// proxy configuration (the nginx master holds the listeners, its workers
+// the connections). A configuration no process runs with has none: only
+// the file itself is judged then.
+func proxyProcesses(s *sockets.Summary, pc *sockets.ProxyConfig) []*sockets.ProcessSummary {
 	var out []*sockets.ProcessSummary
-	for i := range s.Processes {
-		if s.Processes[i].Comm == kind || s.Processes[i].Runtime == kind {
-			out = append(out, &s.Processes[i])
+	for _, pid := range pc.PIDs {
+		if p := s.Process(pid); p != nil {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -164,7 +166,7 @@ func checkProxyNoDelay(f *host.Facts, _ Options) []Finding {
 			out = append(out, proxyUnreadable("proxy-tcp-nodelay", pc))
 			continue
 		}
-		procs := proxyProcesses(f.Sockets, pc.Kind)
+		procs := proxyProcesses(f.Sockets, pc)
 		for j := range pc.Listeners {
 			l := &pc.Listeners[j]
 			if l.Mode != "tcp" && (l.NoDelay == nil || *l.NoDelay) {
@@ -219,7 +221,7 @@ func checkProxyFastOpen(f *host.Facts, o Options) []Finding {
 			out = append(out, proxyUnreadable("proxy-fastopen", pc))
 			continue
 		}
-		procs := proxyProcesses(f.Sockets, pc.Kind)
+		procs := proxyProcesses(f.Sockets, pc)
 		var missing []string
 		for j := range pc.Listeners {
 			l := &pc.Listeners[j]

@@ -24,16 +24,32 @@ func Collect(ctx context.Context, fsys FS) *Summary {
 	}
 	sum := Summarize(rep)
 	var procs []ProxyProcess
+	masters := map[int]string{} // pid -> configuration
+	var workers []*ProcessSummary
 	for i := range sum.Processes {
 		p := &sum.Processes[i]
 		dir := "/proc/" + strconv.Itoa(p.PID)
-		if kind, conf := ProxyFromCmdline(p.Comm, readCmdline(dir)); kind != "" {
+		if kind, conf := ProxyFromCmdline(p.Comm, readCmdline(dir)); kind != "" && conf != "" {
 			p.Runtime, p.ConfigPath = kind, conf
+			masters[p.PID] = conf
 			procs = append(procs, ProxyProcess{Kind: kind, PID: p.PID, ConfigPath: conf})
+			continue
+		}
+		if p.Comm == "nginx" || p.Comm == "haproxy" {
+			workers = append(workers, p)
 			continue
 		}
 		if p.SmallWrites > 0 {
 			p.Runtime = DetectRuntime(dir)
+		}
+	}
+	// Workers (nginx's hold the connections) belong to their master's
+	// configuration.
+	for _, p := range workers {
+		p.Runtime = p.Comm
+		if conf, ok := masters[readPPid("/proc/"+strconv.Itoa(p.PID))]; ok {
+			p.ConfigPath = conf
+			procs = append(procs, ProxyProcess{Kind: p.Comm, PID: p.PID, ConfigPath: conf})
 		}
 	}
 	sum.Proxies = ReadProxies(fsys, procs)
@@ -71,4 +87,19 @@ func DetectRuntime(dir string) string {
 		return "go"
 	}
 	return ""
+}
+
+// readPPid returns the parent pid of the process at dir, or 0.
+func readPPid(dir string) int {
+	b, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
