@@ -41,7 +41,7 @@ type Socket struct {
 	// Options are read from the socket itself; nil when they could not be,
 	// with the reason in OptionsError ("unknown (permission: ...)").
 	Options      *Options `json:"options"`
-	OptionsError string   `json:"options_error,omitempty"`
+	OptionsError string   `json:"options_error"`
 	// TCPInfo is the kernel's tcp_info for the socket; nil for sockets that
 	// have none (time-wait, request sockets).
 	TCPInfo *TCPInfo `json:"tcp_info"`
