@@ -1,0 +1,248 @@
+//go:build linux
+
+package lab
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/probe"
+)
+
+func init() {
+	measurers["bufferbloat-uplink"] = measureBufferbloat
+	measurers["nagle-small-messages"] = measureNagle
+	measurers["first-frame"] = measureFirstFrame
+	measurers["game-egress"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 4) }
+	measurers["cross-border-jitter"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 8) }
+}
+
+func ms(us float64) float64 { return round3(us / 1000) }
+
+// inClient runs a probe on a thread in the client namespace.
+func inClient[T any](e *env, f func(ctx context.Context) (T, error)) (T, error) {
+	var res T
+	err := e.client(func() error {
+		var err error
+		res, err = f(e.ctx)
+		return err
+	})
+	return res, err
+}
+
+// measureBufferbloat: probe load --upload through the provider's buffer.
+func measureBufferbloat(e *env, vr *VariantResult) error {
+	idle, loaded := e.opts.dur(3*time.Second), e.opts.dur(15*time.Second)
+	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 50*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("sampler: %w", err)
+	}
+	e.phase(fmt.Sprintf("measure: probe load --upload (%s idle, then %s under 4 upload flows)", idle, loaded), idle+loaded+2*time.Second)
+	// What reaches the server during the loaded phase, from its NIC's
+	// counters: the probe's own upload count comes back in a reply that
+	// may queue behind the whole buffer.
+	rx := e.t.Server.rxRate(e.ctx, ServerIf, idle+time.Second, loaded-time.Second)
+	res, err := inClient(e, func(ctx context.Context) (*probe.LoadResult, error) {
+		return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(idle), Duration: probe.Duration(loaded)})
+	})
+	s.mark("upload", idle)
+	vr.Timeline = s.stop()
+	rxMbps := <-rx
+	if err != nil {
+		return err
+	}
+	up := res.Goodput.Up
+	vr.Metrics["load"] = res
+	vr.Metrics["derived"] = map[string]float64{
+		"idle_p50_ms":     ms(res.IdleRTT.P50),
+		"loaded_p50_ms":   ms(res.LoadedRTT.P50),
+		"loaded_p99_ms":   ms(res.LoadedRTT.P99),
+		"added_p99_ms":    ms(res.LoadedRTT.P99 - res.IdleRTT.P50),
+		"goodput_up_mbps": up,
+		"goodput_share":   round3(up / uplinkRate),
+		"server_rx_mbps":  rxMbps,
+	}
+	if up == 0 && rxMbps > 0 {
+		// The probe's count is missing, not zero: use what the server's NIC
+		// received, less the headers of full-size frames (1448 of 1514 bytes).
+		est := round3(rxMbps * 1448 / 1514)
+		d := vr.Metrics["derived"].(map[string]float64)
+		d["goodput_up_mbps"], d["goodput_share"] = est, round3(est/uplinkRate)
+		vr.Notes = append(vr.Notes, fmt.Sprintf("upload goodput from the server NIC's counters (%.2f Mbit/s received, headers included): the probe's own count comes back in a reply that queued behind the provider's buffer longer than its 5 s wait", rxMbps))
+	}
+	vr.CDF = "load.histograms.loaded_rtt_ns"
+	return nil
+}
+
+// measureNagle: 64-byte messages written in two parts, then read.
+func measureNagle(e *env, vr *VariantResult) error {
+	d := e.opts.dur(5 * time.Second)
+	nagle := e.v.App.Nagle
+	s, err := startTCPSampler(e.ctx, e.t.Client, e.echo.tcpAddr, 100*time.Millisecond, nagle)
+	if err != nil {
+		return fmt.Errorf("sampler: %w", err)
+	}
+	e.phase(fmt.Sprintf("measure: probe tcp --pattern write-write-read for %s (Nagle %v)", d, onOff(nagle)), d+time.Second)
+	res, err := inClient(e, func(ctx context.Context) (*probe.TCPResult, error) {
+		return probe.TCP(ctx, probe.TCPConfig{Target: e.refl, Connections: 1, Rate: 20, Size: 64, Pattern: probe.PatternWriteWriteRead,
+			Nagle: nagle, ServerNagle: nagle, Duration: probe.Duration(d)})
+	})
+	vr.Timeline = s.stop()
+	if err != nil {
+		return err
+	}
+	vr.Metrics["tcp"] = res
+	vr.Metrics["derived"] = map[string]float64{
+		"p50_ms":         ms(res.RTT.P50),
+		"p99_ms":         ms(res.RTT.P99),
+		"service_p50_ms": ms(res.Service.P50),
+	}
+	vr.CDF = "tcp.histograms.rtt_ns"
+	return nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// measureFirstFrame: the path RTT, then connect + request + 300 KB and 1 MB
+// responses, five of each.
+func measureFirstFrame(e *env, vr *VariantResult) error {
+	const n = 5
+	fo := e.v.App.FastOpen
+	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 100*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("sampler: %w", err)
+	}
+	defer func() { vr.Timeline = s.stop() }()
+	rttDur := e.opts.dur(2 * time.Second)
+	e.phase("measure: path RTT (probe udp, "+rttDur.String()+")", rttDur)
+	udp, err := inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
+		return probe.UDP(ctx, probe.UDPConfig{Target: e.refl, Interval: probe.Duration(20 * time.Millisecond), Duration: probe.Duration(rttDur)})
+	})
+	if err != nil {
+		return err
+	}
+	rtt := ms(udp.RTT.P50)
+	// One transaction first: it fetches the TFO cookie when Fast Open is on,
+	// and gives every variant the same warm start (ARP, route lookups).
+	e.phase("measure: warm-up transaction", time.Second)
+	if _, err := inClient(e, func(ctx context.Context) (*probe.CRRResult, error) {
+		return probe.CRR(ctx, probe.CRRConfig{Target: e.refl, Request: 200, Response: 1000, FastOpen: fo, Count: 1, Duration: probe.Duration(10 * time.Second)})
+	}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	crr := func(size int) (*probe.CRRResult, error) {
+		s.mark(fmt.Sprintf("crr %d B", size), time.Since(s.start))
+		e.phase(fmt.Sprintf("measure: probe crr --response %d, %d transactions", size, n), time.Duration(n)*time.Duration(float64(time.Millisecond)*rtt*10))
+		return inClient(e, func(ctx context.Context) (*probe.CRRResult, error) {
+			return probe.CRR(ctx, probe.CRRConfig{Target: e.refl, Request: 200, Response: size, FastOpen: fo, Count: n, Duration: probe.Duration(60 * time.Second), Timeout: probe.Duration(20 * time.Second)})
+		})
+	}
+	c300, err := crr(300_000)
+	if err != nil {
+		return err
+	}
+	c1m, err := crr(1_000_000)
+	if err != nil {
+		return err
+	}
+	vr.Metrics["udp"] = udp
+	vr.Metrics["crr_300k"] = c300
+	vr.Metrics["crr_1m"] = c1m
+	d := map[string]float64{
+		"rtt_ms":            rtt,
+		"first_byte_1m_ms":  ms(c1m.FirstByte.P50),
+		"last_byte_300k_ms": ms(c300.LastByte.P50),
+		"last_byte_1m_ms":   ms(c1m.LastByte.P50),
+		"fastopen_share":    round3(float64(c1m.FastOpenUsed) / float64(max(c1m.Transactions, 1))),
+	}
+	if rtt > 0 {
+		d["last_byte_300k_rtts"] = round3(d["last_byte_300k_ms"] / rtt)
+		d["last_byte_1m_rtts"] = round3(d["last_byte_1m_ms"] / rtt)
+	}
+	vr.Metrics["derived"] = d
+	vr.CDF = "crr_1m.histograms.last_byte_ns"
+	return nil
+}
+
+// measureGame: a 60 Hz UDP game flow (160 B, DSCP EF) alone, then while
+// flows TCP flows download through the server's NIC.
+func measureGame(e *env, vr *VariantResult, flows int) error {
+	idle, loaded := e.opts.dur(3*time.Second), e.opts.dur(15*time.Second)
+	const loadIdle = 2 * time.Second
+	game := probe.UDPConfig{Target: e.refl, Interval: probe.Duration(time.Second / 60), Size: 160, DSCP: 46}
+	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 50*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("sampler: %w", err)
+	}
+	defer func() { vr.Timeline = s.stop() }()
+	e.phase(fmt.Sprintf("measure: 60 Hz game flow alone (%s)", idle), idle)
+	gIdle, err := inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
+		g := game
+		g.Duration = probe.Duration(idle)
+		return probe.UDP(ctx, g)
+	})
+	if err != nil {
+		return fmt.Errorf("game flow, idle: %w", err)
+	}
+	e.phase(fmt.Sprintf("measure: game flow under a %d-flow download (%s)", flows, loaded), loadIdle+loaded+2*time.Second)
+	s.mark("download", time.Since(s.start)+loadIdle)
+	type loadOut struct {
+		r   *probe.LoadResult
+		err error
+	}
+	lc := make(chan loadOut, 1)
+	go func() {
+		r, err := inClient(e, func(ctx context.Context) (*probe.LoadResult, error) {
+			return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Download: true, Flows: flows, Idle: probe.Duration(loadIdle), Duration: probe.Duration(loaded)})
+		})
+		lc <- loadOut{r, err}
+	}()
+	// The game flow runs inside the download's loaded phase: it starts a
+	// second after the flows and stops before they do.
+	var gLoad *probe.UDPResult
+	var gErr error
+	select {
+	case <-e.ctx.Done():
+		gErr = e.ctx.Err()
+	case <-time.After(loadIdle + time.Second):
+		gLoad, gErr = inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
+			g := game
+			g.Duration = probe.Duration(loaded - 1500*time.Millisecond)
+			return probe.UDP(ctx, g)
+		})
+	}
+	lo := <-lc
+	if gErr != nil {
+		return fmt.Errorf("game flow, loaded: %w", gErr)
+	}
+	if lo.err != nil {
+		return fmt.Errorf("download: %w", lo.err)
+	}
+	lossPct := 0.0
+	if gLoad.Sent > 0 {
+		lossPct = round3(float64(gLoad.Loss.Up+gLoad.Loss.Down) * 100 / float64(gLoad.Sent))
+	}
+	vr.Metrics["game_idle"] = gIdle
+	vr.Metrics["game"] = gLoad
+	vr.Metrics["load"] = lo.r
+	vr.Metrics["derived"] = map[string]float64{
+		"game_idle_p50_ms":     ms(gIdle.RTT.P50),
+		"game_idle_p99_ms":     ms(gIdle.RTT.P99),
+		"game_idle_jitter_ms":  ms(gIdle.Jitter),
+		"game_loaded_p50_ms":   ms(gLoad.RTT.P50),
+		"game_loaded_p99_ms":   ms(gLoad.RTT.P99),
+		"game_added_p99_ms":    ms(gLoad.RTT.P99 - gIdle.RTT.P50),
+		"game_queueing_p99_ms": ms(gLoad.RTT.P99 - gIdle.RTT.P99),
+		"game_loss_pct":        lossPct,
+		"bulk_mbps":            lo.r.Goodput.Down,
+		"bulk_share":           round3(lo.r.Goodput.Down / nicRate),
+	}
+	vr.CDF = "game.histograms.rtt_ns"
+	return nil
+}

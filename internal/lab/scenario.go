@@ -1,0 +1,169 @@
+package lab
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Scenario is one runbook's problem, reproduced: a network, a baseline, one
+// or more fixes, what to measure and what to expect.
+type Scenario struct {
+	Name    string
+	Runbook string // "003"
+	Title   string
+	// Summary is one line for "lab list".
+	Summary string
+	// Problem and Method say, for the report, what is reproduced and how.
+	Problem string
+	Topo    TopoSpec
+	// NeedsNetem, when set, says why the scenario means nothing without
+	// netem's delay; on a kernel without netem it does not run.
+	NeedsNetem string
+	Variants   []Variant
+	// Key are the metrics shown for every variant in the text table, also
+	// those without an expectation.
+	Key []Expect
+	// Estimate is the rough wall time of a run on a host kernel.
+	Estimate time.Duration
+}
+
+// Variant is the baseline (Fix nil, App zero) or one fix.
+type Variant struct {
+	Name string
+	Desc string
+	Fix  *Fix
+	App  App
+	// Expect are checked against this variant's metrics.
+	Expect []Expect
+}
+
+// App is what the application side does in a variant; the knob engine
+// cannot set these (TCP_NODELAY is per socket).
+type App struct {
+	// Nagle leaves Nagle's algorithm on for both ends (no TCP_NODELAY).
+	Nagle bool
+	// FastOpen makes the client use TCP Fast Open (TCP_FASTOPEN_CONNECT).
+	FastOpen bool
+	// Change describes the application-side change, for reports.
+	Change string
+}
+
+// Fix is a change applied with lowlat's engine, exactly as "lowlat apply"
+// would: a profile (built in, or a lab-defined one for a runbook's own
+// commands), its --set parameters, and the settings kept.
+type Fix struct {
+	// Profile is a built-in profile name, or the name of Inline.
+	Profile string
+	// Inline is the TOML of a lab-defined profile (a runbook's fix taken
+	// verbatim, which lowlat itself would not recommend).
+	Inline string
+	Sets   map[string]string
+	// Only keeps these setting keys and skips the rest (--skip for each).
+	Only []string
+	// Side is the namespace the fix is applied in: "client" or "server".
+	Side string
+	// Require are setting keys without which the variant measures nothing
+	// new; when the plan cannot apply one, the variant does not run.
+	Require []string
+}
+
+// Iface is the interface the fix targets.
+func (f *Fix) Iface() string {
+	if f.Side == "server" {
+		return ServerIf
+	}
+	return ClientIf
+}
+
+// String is the equivalent command line, for reports.
+func (f *Fix) String() string {
+	if f == nil {
+		return "none"
+	}
+	var b strings.Builder
+	b.WriteString("lowlat apply --profile " + f.Profile)
+	keys := make([]string, 0, len(f.Sets))
+	for k := range f.Sets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " --set %s=%s", k, f.Sets[k])
+	}
+	if len(f.Only) > 0 {
+		fmt.Fprintf(&b, " (only %s)", strings.Join(f.Only, ", "))
+	}
+	fmt.Fprintf(&b, " --iface %s, in the %s namespace", f.Iface(), f.Side)
+	return b.String()
+}
+
+// fixString describes a variant's change.
+func (v *Variant) fixString() string {
+	parts := []string{}
+	if v.Fix != nil {
+		parts = append(parts, v.Fix.String())
+	}
+	if v.App.Change != "" {
+		parts = append(parts, v.App.Change)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+var registry = map[string]*Scenario{}
+
+func register(s *Scenario) {
+	if _, dup := registry[s.Name]; dup {
+		panic("lab: duplicate scenario " + s.Name)
+	}
+	registry[s.Name] = s
+}
+
+// Scenarios lists every scenario by runbook, then name.
+func Scenarios() []*Scenario {
+	out := make([]*Scenario, 0, len(registry))
+	for _, s := range registry {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Runbook != out[j].Runbook {
+			return out[i].Runbook > out[j].Runbook
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Names lists the scenario names.
+func Names() []string {
+	var n []string
+	for _, s := range Scenarios() {
+		n = append(n, s.Name)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Lookup returns a scenario by name, or an error listing the known ones.
+func Lookup(name string) (*Scenario, error) {
+	if s, ok := registry[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("unknown scenario %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Step is a progress event: what the run is doing now and for how long.
+type Step struct {
+	Scenario string
+	Variant  string
+	Index    int // 1-based variant number
+	Total    int
+	// Phase is a short text ("apply capped-uplink", "measure").
+	Phase string
+	// Duration is how long the phase is expected to take (0: short).
+	Duration time.Duration
+}

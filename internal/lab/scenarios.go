@@ -1,0 +1,196 @@
+package lab
+
+import "time"
+
+// The scenarios, one per runbook problem. Their expectations are the
+// runbooks' and the issue's claims, stated once here; a run that misses one
+// reports it as failed, with the figure, rather than passing quietly.
+
+const runbook003TBF = `
+name = "runbook-003-tbf"
+summary = "Runbook 003's second fix, verbatim: tbf at 97.5 % of the provider rate with 300 ms of buffer"
+source = "003"
+
+[qdisc.root]
+value = "tbf rate 1950kbit burst 4096 latency 300ms"
+why = "runbook 003: tc qdisc add dev eth0 root handle 1: tbf latency 300ms burst 4096 rate 1.95mbit"
+source = "003"
+`
+
+// uplinkRate is the provider's cap in bufferbloat-uplink (Mbit/s).
+const uplinkRate = 2.0
+
+// nicRate is the server NIC in game-egress and cross-border-jitter (Mbit/s).
+const nicRate = 20.0
+
+func init() {
+	register(&Scenario{
+		Name: "bufferbloat-uplink", Runbook: "003",
+		Title:   "A 2 Mbit/s uplink with a 5 s provider buffer: RTT under upload",
+		Summary: "2 Mbit/s uplink, ~5 s provider buffer, base RTT 40 ms: baseline vs BBR vs runbook tbf vs capped-uplink",
+		Problem: "The provider caps the uplink at 2 Mbit/s and buffers about 5 s of traffic without dropping: a running upload " +
+			"(probe load --upload, 4 TCP flows) queues every packet behind seconds of data. Fixes side by side: BBR alone (the " +
+			"runbook's first fix), the runbook's tbf at 97.5 % of the cap with 300 ms of latency, and lowlat's capped-uplink " +
+			"profile (shaper at 90 % of the cap with a fair-queueing AQM leaf, chosen by kernel support).",
+		Topo:     TopoSpec{Up: Path{Rate: "2mbit", Buffer: Duration(5 * time.Second)}, Down: Path{Delay: Duration(40 * time.Millisecond)}},
+		Estimate: 95 * time.Second,
+		Key: []Expect{
+			{Metric: "derived.idle_p50_ms", Unit: "ms", Desc: "idle RTT p50"},
+			{Metric: "derived.loaded_p50_ms", Unit: "ms", Desc: "RTT p50 under upload"},
+			{Metric: "derived.loaded_p99_ms", Unit: "ms", Desc: "RTT p99 under upload"},
+			{Metric: "derived.goodput_up_mbps", Unit: "Mbit/s", Desc: "upload goodput"},
+		},
+		Variants: []Variant{
+			{Name: "baseline", Desc: "no fix: the provider's buffer fills",
+				Expect: []Expect{{Metric: "derived.loaded_p99_ms", Op: ">", Value: 1000, Unit: "ms", Desc: "baseline p99 > 1,000 ms: seconds of delay under upload, nothing lost (runbook 003)"}}},
+			{Name: "bbr", Desc: "runbook 003's first fix: BBR on the uploading host",
+				Fix: &Fix{Profile: "capped-uplink", Sets: map[string]string{"rate": "2mbit"}, Only: []string{"sysctl.net.ipv4.tcp_congestion_control"}, Side: "client",
+					Require: []string{"sysctl.net.ipv4.tcp_congestion_control"}},
+				Expect: []Expect{
+					{Metric: "derived.loaded_p50_ms", Op: "<", Value: 100, Unit: "ms", Desc: "runbook 003: with BBR, ping < 100 ms with the link full"},
+					{Metric: "derived.goodput_share", Op: ">=", Value: 0.8, Unit: "of cap", Desc: "runbook 003: the link stays full (goodput ≥ 80 % of the cap)"},
+				}},
+			{Name: "runbook-tbf", Desc: "runbook 003's second fix verbatim: tbf rate 1.95mbit burst 4096 latency 300ms",
+				Fix:    &Fix{Profile: "runbook-003-tbf", Inline: runbook003TBF, Side: "client", Require: []string{"qdisc.root"}},
+				Expect: []Expect{{Metric: "derived.added_p99_ms", Op: "between", Value: 200, Max: 400, Unit: "ms", Desc: "runbook tbf ≈ 300 ms: p99 − idle p50 within 300 ± 100 ms"}}},
+			{Name: "capped-uplink", Desc: "lowlat's capped-uplink profile (--set rate=2mbit)",
+				Fix: &Fix{Profile: "capped-uplink", Sets: map[string]string{"rate": "2mbit"}, Side: "client", Require: []string{"qdisc.root"}},
+				Expect: []Expect{
+					{Metric: "derived.added_p99_ms", Op: "<=", Value: 25, Unit: "ms", Desc: "lowlat: p99 ≤ base + 25 ms (base = idle RTT p50)"},
+					{Metric: "derived.goodput_share", Op: ">=", Value: 0.8, Unit: "of cap", Desc: "lowlat: upload goodput ≥ 80 % of the 2 Mbit/s cap"},
+				}},
+		},
+	})
+
+	register(&Scenario{
+		Name: "nagle-small-messages", Runbook: "001",
+		Title:   "Small messages written in two parts: Nagle + delayed ACK",
+		Summary: "write-write-read of 64 B messages without TCP_NODELAY (~40 ms stall) vs TCP_NODELAY, with and without realtime-tcp",
+		Problem: "The sender writes each 64-byte message in two parts and waits for the reply, with Nagle's algorithm on (no TCP_NODELAY). " +
+			"The second part waits for the ACK of the first, which the peer delays by ~40 ms. The fix is TCP_NODELAY, set by the " +
+			"application on its socket; no sysctl can set it, so the realtime-tcp profile alone leaves the stall.",
+		Topo:     TopoSpec{},
+		Estimate: 35 * time.Second,
+		Key: []Expect{
+			{Metric: "derived.p50_ms", Unit: "ms", Desc: "request RTT p50"},
+			{Metric: "derived.p99_ms", Unit: "ms", Desc: "request RTT p99"},
+		},
+		Variants: []Variant{
+			{Name: "baseline", Desc: "Nagle on both ends (no TCP_NODELAY)", App: App{Nagle: true},
+				Expect: []Expect{{Metric: "derived.p50_ms", Op: ">=", Value: 35, Unit: "ms", Desc: "p50 ≥ 35 ms before: the Nagle/delayed-ACK stall (runbook 001)"}}},
+			{Name: "realtime-tcp", Desc: "the realtime-tcp profile alone, Nagle still on", App: App{Nagle: true},
+				Fix:    &Fix{Profile: "realtime-tcp", Side: "client"},
+				Expect: []Expect{{Metric: "derived.p50_ms", Op: ">=", Value: 35, Unit: "ms", Desc: "no sysctl sets TCP_NODELAY: the profile alone leaves the stall (runbook 001)"}}},
+			{Name: "nodelay", Desc: "TCP_NODELAY on both ends (the application's fix)",
+				App:    App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},
+				Expect: []Expect{{Metric: "derived.p50_ms", Op: "<", Value: 1, Unit: "ms", Desc: "p50 < 1 ms after TCP_NODELAY"}}},
+			{Name: "nodelay+realtime-tcp", Desc: "TCP_NODELAY and the realtime-tcp profile",
+				Fix:    &Fix{Profile: "realtime-tcp", Side: "client"},
+				App:    App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},
+				Expect: []Expect{{Metric: "derived.p50_ms", Op: "<", Value: 1, Unit: "ms", Desc: "p50 < 1 ms with TCP_NODELAY and realtime-tcp"}}},
+		},
+	})
+
+	liveEdge := func(only ...string) *Fix {
+		return &Fix{Profile: "live-edge", Only: only, Side: "server", Require: only}
+	}
+	register(&Scenario{
+		Name: "first-frame", Runbook: "004",
+		Title:   "Time to first frame at 100 ms RTT: initcwnd, TCP Fast Open, cubic vs BBR",
+		Summary: "100 ms RTT, 300 KB and 1 MB responses by probe crr: initcwnd 10 vs 40 per route, TFO, cubic vs BBR",
+		Problem: "A viewer 100 ms away opens a stream: connect, a 200-byte request, a 300 KB (first key frame and more) and a 1 MB response. " +
+			"Slow start decides how many round trips that takes: initcwnd 10 needs about 8 RTT for 1 MB with the handshake, initcwnd 40 " +
+			"(set on every route of the server's interface by the knob engine) about 6; TCP Fast Open saves one more on repeat connections.",
+		Topo:       TopoSpec{Up: Path{Delay: Duration(50 * time.Millisecond)}, Down: Path{Delay: Duration(50 * time.Millisecond)}},
+		NeedsNetem: "the 100 ms RTT that makes slow start's round trips visible",
+		Estimate:   70 * time.Second,
+		Key: []Expect{
+			{Metric: "derived.rtt_ms", Unit: "ms", Desc: "path RTT p50"},
+			{Metric: "derived.last_byte_300k_ms", Unit: "ms", Desc: "300 KB p50"},
+			{Metric: "derived.last_byte_1m_ms", Unit: "ms", Desc: "1 MB p50"},
+			{Metric: "derived.last_byte_1m_rtts", Unit: "RTT", Desc: "1 MB in RTTs"},
+		},
+		Variants: []Variant{
+			{Name: "baseline", Desc: "initcwnd 10 (kernel default), no server TFO",
+				Expect: []Expect{{Metric: "derived.last_byte_1m_rtts", Op: "between", Value: 7, Max: 9, Unit: "RTT", Desc: "1 MB in about 8 RTT with initcwnd 10 (± 1 RTT)"}}},
+			{Name: "initcwnd-40", Desc: "live-edge's route.initcwnd 40 on every route of the server's interface",
+				Fix: liveEdge("route.initcwnd"),
+				Expect: []Expect{
+					{Metric: "derived.last_byte_1m_rtts", Op: "between", Value: 5, Max: 7, Unit: "RTT", Desc: "1 MB in about 6 RTT with initcwnd 40 (± 1 RTT)"},
+				}},
+			{Name: "initcwnd-40+tfo", Desc: "initcwnd 40 and TCP Fast Open (server bit by the engine, client uses TFO; repeat connections)",
+				Fix: liveEdge("route.initcwnd", "sysctl.net.ipv4.tcp_fastopen"), App: App{FastOpen: true, Change: "the client connects with TCP Fast Open"},
+				Expect: []Expect{
+					{Metric: "derived.last_byte_1m_rtts", Versus: "initcwnd-40", Op: "between", Value: 0.5, Max: 1.5, Unit: "RTT", Desc: "TFO saves one more RTT on repeat connections (vs initcwnd-40)"},
+					{Metric: "derived.fastopen_share", Op: ">=", Value: 1, Desc: "every measured connection carried its request in the SYN"},
+				}},
+			{Name: "bbr", Desc: "BBR instead of the default congestion control (initcwnd 10)",
+				Fix: liveEdge("sysctl.net.ipv4.tcp_congestion_control")},
+			{Name: "live-edge", Desc: "the whole live-edge profile (initcwnd 40, TFO, BBR, fq, buffers), client uses TFO",
+				Fix: &Fix{Profile: "live-edge", Side: "server", Require: []string{"route.initcwnd"}}, App: App{FastOpen: true, Change: "the client connects with TCP Fast Open"}},
+		},
+	})
+
+	gameMetrics := []Expect{
+		{Metric: "derived.game_idle_p50_ms", Unit: "ms", Desc: "game RTT p50, idle"},
+		{Metric: "derived.game_loaded_p99_ms", Unit: "ms", Desc: "game RTT p99 under the download"},
+		{Metric: "derived.game_added_p99_ms", Unit: "ms", Desc: "game added delay p99"},
+		{Metric: "derived.bulk_mbps", Unit: "Mbit/s", Desc: "bulk download goodput"},
+	}
+	register(&Scenario{
+		Name: "game-egress", Runbook: "000",
+		Title:   "A 20 Mbit/s server egress shared by a bulk download and a 60 Hz game flow",
+		Summary: "20 Mbit/s server NIC, bulk TCP download + 60 Hz UDP game flow (DSCP EF): default FIFO vs game-udp",
+		Problem: "The server's 20 Mbit/s NIC carries a bulk TCP download (4 flows) and a 60 Hz UDP game flow marked DSCP EF. With the " +
+			"default FIFO (1000 packets, 600 ms at 20 Mbit/s) the game's packets wait behind the download; lowlat's game-udp profile " +
+			"puts fq_codel at the egress, which serves the sparse game flow first and keeps the bulk queue near 5 ms.",
+		Topo: TopoSpec{
+			Up: Path{Delay: Duration(10 * time.Millisecond)}, Down: Path{Delay: Duration(10 * time.Millisecond)},
+			ServerNIC: &NIC{Rate: "20mbit", Queue: "pfifo limit 1000"},
+		},
+		Estimate: 50 * time.Second,
+		Key:      gameMetrics,
+		Variants: []Variant{
+			{Name: "baseline", Desc: "default FIFO at the server's egress",
+				Expect: []Expect{{Metric: "derived.game_added_p99_ms", Op: ">=", Value: 100, Unit: "ms", Desc: "before: the game's added delay p99 runs to hundreds of ms"}}},
+			{Name: "game-udp", Desc: "lowlat's game-udp profile on the server",
+				Fix: &Fix{Profile: "game-udp", Side: "server", Require: []string{"qdisc.root"}},
+				Expect: []Expect{
+					{Metric: "derived.game_added_p99_ms", Op: "<=", Value: 5, Unit: "ms", Desc: "after: game added delay p99 ≤ 5 ms"},
+					{Metric: "derived.bulk_share", Op: ">=", Value: 0.85, Unit: "of NIC", Desc: "bulk goodput ≥ 85 % of the 20 Mbit/s NIC"},
+				}},
+		},
+	})
+
+	register(&Scenario{
+		Name: "cross-border-jitter", Runbook: "000",
+		Title:   "A 30 ms cross-border path with jitter and 1 % loss: what server-side tuning removes, and what it cannot",
+		Summary: "30 ms ± 5 ms path with 1 % loss behind a loaded 20 Mbit/s server NIC: queueing goes, distance, jitter and loss stay",
+		Problem: "Runbook 000's FAQ: the physical route (the cross-border bottleneck) sets the floor, server-side queueing is what tuning " +
+			"removes. The path here is 30 ms ± 5 ms with 1 % loss toward the players; the server's 20 Mbit/s NIC carries a bulk download " +
+			"(8 flows) and the game flow. game-udp removes the queueing at the NIC; the 30 ms, the path's jitter and its loss remain.",
+		Topo: TopoSpec{
+			Up:        Path{Delay: Duration(15 * time.Millisecond), Jitter: Duration(5 * time.Millisecond)},
+			Down:      Path{Delay: Duration(15 * time.Millisecond), Jitter: Duration(5 * time.Millisecond), Loss: 1},
+			ServerNIC: &NIC{Rate: "20mbit", Queue: "pfifo limit 1000"},
+		},
+		NeedsNetem: "the 30 ms path with jitter and loss",
+		Estimate:   50 * time.Second,
+		Key: append([]Expect{
+			{Metric: "derived.game_queueing_p99_ms", Unit: "ms", Desc: "queueing p99 (loaded p99 − idle p99)"},
+			{Metric: "derived.game_loss_pct", Unit: "%", Desc: "game packet loss under load"},
+		}, gameMetrics[:2]...),
+		Variants: []Variant{
+			{Name: "baseline", Desc: "default FIFO at the server's egress",
+				Expect: []Expect{{Metric: "derived.game_queueing_p99_ms", Op: ">", Value: 10, Unit: "ms", Desc: "before: the loaded NIC adds queueing on top of the path"}}},
+			{Name: "game-udp", Desc: "lowlat's game-udp profile on the server",
+				Fix: &Fix{Profile: "game-udp", Side: "server", Require: []string{"qdisc.root"}},
+				Expect: []Expect{
+					{Metric: "derived.game_queueing_p99_ms", Op: "<=", Value: 5, Unit: "ms", Desc: "server-side tuning removes the queueing (≤ 5 ms p99)"},
+					{Metric: "derived.game_loaded_p50_ms", Op: ">=", Value: 27, Unit: "ms", Desc: "it cannot remove the distance: RTT p50 stays at the path's 30 ms (−10 %)"},
+					{Metric: "derived.game_idle_jitter_ms", Op: ">=", Value: 1, Unit: "ms", Desc: "nor the path's jitter (RFC 3550 jitter ≥ 1 ms)"},
+					{Metric: "derived.game_loss_pct", Op: ">=", Value: 0.5, Unit: "%", Desc: "nor its loss (≈ 1 % stays)"},
+				}},
+		},
+	})
+}

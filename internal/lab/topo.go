@@ -1,0 +1,156 @@
+package lab
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/profile"
+	"github.com/lowlat/lowlat/internal/qdisc"
+)
+
+// Interface names inside the lab namespaces. They are chosen so they never
+// equal a host interface name: lowlat's fact readers look some interface
+// details up in /sys, which shows the host's devices.
+const (
+	ClientIf    = "lab-up"  // the client's uplink, toward the provider
+	ProviderCIf = "lab-c"   // the provider's side facing the client
+	ProviderSIf = "lab-s"   // the provider's side facing the server
+	ServerIf    = "lab-nic" // the server's NIC, toward the provider
+)
+
+// Addresses (the same in every run: each run has its own namespaces).
+const (
+	ClientAddr    = "10.231.1.2"
+	ProviderCAddr = "10.231.1.1"
+	ProviderSAddr = "10.231.2.1"
+	ServerAddr    = "10.231.2.2"
+)
+
+// Path is what the provider does to one direction of traffic: a rate limit
+// with a buffer of a given depth (tbf), and delay, jitter and loss (netem).
+type Path struct {
+	// Rate in tc units ("2mbit"); empty means unlimited.
+	Rate string `json:"rate,omitempty"`
+	// Buffer is the queue depth at Rate, as time (tbf latency): a 5 s buffer
+	// at 2 Mbit/s holds 1.25 MB.
+	Buffer Duration `json:"buffer,omitempty"`
+	Delay  Duration `json:"delay,omitempty"`
+	Jitter Duration `json:"jitter,omitempty"`
+	// Loss in percent.
+	Loss float64 `json:"loss_pct,omitempty"`
+}
+
+func (p Path) needsNetem() bool { return p.Delay > 0 || p.Jitter > 0 || p.Loss > 0 }
+
+// String describes the path for reports.
+func (p Path) String() string {
+	var parts []string
+	if p.Rate != "" {
+		parts = append(parts, fmt.Sprintf("%s with a %s buffer", p.Rate, time.Duration(p.Buffer)))
+	}
+	if p.Delay > 0 {
+		s := "+" + time.Duration(p.Delay).String()
+		if p.Jitter > 0 {
+			s += " ± " + time.Duration(p.Jitter).String()
+		}
+		parts = append(parts, s)
+	}
+	if p.Loss > 0 {
+		parts = append(parts, fmt.Sprintf("%g%% loss", p.Loss))
+	}
+	if len(parts) == 0 {
+		return "unlimited"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// spec builds the provider qdisc for the path: tbf for the rate, netem for
+// delay/jitter/loss, netem as tbf's leaf for both (its packet limit is then
+// the buffer). noNetem drops the netem part.
+func (p Path) spec(noNetem bool) (string, error) {
+	var netem string
+	if p.needsNetem() && !noNetem {
+		netem = "netem"
+		if p.Delay > 0 || p.Jitter > 0 {
+			netem += " delay " + qdisc.FormatTime(time.Duration(p.Delay))
+			if p.Jitter > 0 {
+				netem += " jitter " + qdisc.FormatTime(time.Duration(p.Jitter))
+			}
+		}
+		if p.Loss > 0 {
+			netem += fmt.Sprintf(" loss %g%%", p.Loss)
+		}
+	}
+	if p.Rate == "" {
+		if netem == "" {
+			return "", nil
+		}
+		return netem + " limit 100000", nil
+	}
+	bits, err := qdisc.ParseRate(p.Rate)
+	if err != nil || bits == 0 {
+		return "", fmt.Errorf("path rate %q: %v", p.Rate, err)
+	}
+	buf := time.Duration(p.Buffer)
+	if buf <= 0 {
+		buf = 100 * time.Millisecond
+	}
+	tbf := fmt.Sprintf("tbf rate %s burst %d latency %s", qdisc.FormatRate(bits), profile.TbfBurst(bits), qdisc.FormatTime(buf))
+	if netem == "" {
+		return tbf, nil
+	}
+	// netem holds the queue: its limit, in full-size packets, is the buffer.
+	pkts := max(int(float64(bits)/8*buf.Seconds()/1514), 16)
+	return fmt.Sprintf("%s leaf { %s limit %d }", tbf, netem, pkts), nil
+}
+
+// NIC emulates a network card of a fixed rate on the server: a tbf at the
+// root of its interface plays the wire, and whatever queue the host
+// configures sits below it as the tbf's leaf, which is where a real NIC's
+// queue forms (the veth itself never pushes back).
+type NIC struct {
+	Rate string `json:"rate"`
+	// Queue is the qdisc the NIC starts with; "pfifo limit 1000" (a FIFO of
+	// the default txqueuelen) when empty.
+	Queue string `json:"queue"`
+}
+
+func (n NIC) spec(leaf string) (string, error) {
+	bits, err := qdisc.ParseRate(n.Rate)
+	if err != nil || bits == 0 {
+		return "", fmt.Errorf("nic rate %q: %v", n.Rate, err)
+	}
+	if leaf == "" {
+		leaf = n.Queue
+	}
+	if leaf == "" {
+		leaf = "pfifo limit 1000"
+	}
+	return fmt.Sprintf("tbf rate %s burst %d latency 1s leaf { %s }", qdisc.FormatRate(bits), profile.TbfBurst(bits), leaf), nil
+}
+
+// TopoSpec describes one lab network.
+type TopoSpec struct {
+	// Up is client → server, applied at the provider's egress toward the
+	// server; Down is server → client.
+	Up   Path `json:"up"`
+	Down Path `json:"down"`
+	// ServerNIC, when set, makes the server's interface a NIC of that rate.
+	ServerNIC *NIC `json:"server_nic,omitempty"`
+	// Congestion is the congestion control the namespaces start with
+	// ("cubic", the stock default, when empty). When the host does not let
+	// namespaces choose it, "reno" (also loss-based) stands in and a note
+	// says so.
+	Congestion string `json:"congestion,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes as "300ms" in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
