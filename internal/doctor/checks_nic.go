@@ -91,7 +91,7 @@ func sample(f *host.Facts) (*Sample, string) {
 	case f.Source != "live":
 		sampled.err = fmt.Sprintf("not sampled: the facts are from %s, not this host now", orDefault(f.Source, "elsewhere"))
 	case LiveSampler == nil:
-		sampled.err = "not sampled: no sampler in this build"
+		sampled.err = "not sampled: sampling is off (LOWLAT_SAMPLE_WINDOW=0)"
 	default:
 		var ifaces []string
 		for _, i := range f.Interfaces {
