@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -99,11 +103,7 @@ func runSockets(ctx context.Context, env *Env, args []string) error {
 		rr = checkRequire(rep, reqs)
 	}
 	if *asJSON {
-		out := struct {
-			*sockets.Report
-			Require *requireResult `json:"require,omitempty"`
-		}{rep, rr}
-		if err := report.JSON(env.Stdout, out); err != nil {
+		if err := writeSocketsJSON(env.Stdout, rep, rr); err != nil {
 			return err
 		}
 	} else {
@@ -148,6 +148,47 @@ func checkRequire(rep *sockets.Report, reqs []sockets.Requirement) *requireResul
 	}
 	rr.OK = rr.Checked > 0 && len(rr.Failed) == 0
 	return rr
+}
+
+// writeSocketsJSON writes the report as report.JSON would, one socket at a
+// time: encoding tens of thousands of rows in one value would hold the whole
+// document in memory (90 MB for 10,000 sockets), streaming holds one row.
+func writeSocketsJSON(w io.Writer, rep *sockets.Report, rr *requireResult) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var row bytes.Buffer
+	enc := json.NewEncoder(&row)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("    ", "  ")
+	bw.WriteString("{\n  \"sockets\": [")
+	for i := range rep.Sockets {
+		row.Reset()
+		if err := enc.Encode(&rep.Sockets[i]); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		bw.Write(bytes.TrimRight(row.Bytes(), "\n"))
+	}
+	if len(rep.Sockets) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteString("],")
+	rest, err := json.MarshalIndent(struct {
+		Warnings []string       `json:"warnings,omitempty"`
+		Stats    sockets.Stats  `json:"stats"`
+		Require  *requireResult `json:"require,omitempty"`
+	}{rep.Warnings, rep.Stats, rr}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	bw.Write(rest[1:]) // the object's fields, after its opening brace
+	bw.WriteByte('\n')
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
 }
 
 func requireExit(rr *requireResult) error {

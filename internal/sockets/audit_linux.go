@@ -58,7 +58,10 @@ func Audit(ctx context.Context, cfg Config) (*Report, error) {
 			want[rows[i].Inode] = struct{}{}
 		}
 	}
-	ps := scanProc(proc, want, &f)
+	ps := &procScan{}
+	if len(want) > 0 {
+		ps = scanProc(proc, want, &f)
+	}
 	rep.Stats.Processes = ps.processes
 	rep.Stats.Descriptor = ps.descriptor
 	if err := ctx.Err(); err != nil {
