@@ -86,6 +86,9 @@ func dumpOnce(family uint8, keep func(*Socket) bool, out []Socket) ([]Socket, in
 		}
 		done, in, err := walkNetlink(buf[:m], seq, each)
 		intr = intr || in
+		if errors.Is(err, unix.ENOENT) {
+			return out, n, intr, fmt.Errorf("inet_diag: dump (family %d): the kernel has no TCP socket diagnostics (modprobe tcp_diag; Debian builds inet_diag and tcp_diag as modules): %w", family, err)
+		}
 		if err != nil {
 			return out, n, intr, fmt.Errorf("inet_diag: dump (family %d): %w", family, err)
 		}
