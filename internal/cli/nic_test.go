@@ -103,3 +103,44 @@ func TestApplyWritable(t *testing.T) {
 		t.Error("a failed apply left changes behind")
 	}
 }
+
+// TestApplyNICVanishes: a NIC unplugged mid-apply fails the transaction with
+// an error naming it; everything else is rolled back, and the vanished NIC's
+// knobs need no restore.
+func TestApplyNICVanishes(t *testing.T) {
+	for _, tt := range []struct {
+		after      int
+		knob, want string
+	}{
+		{2, "ethtool/eth0/ring/tx", "ethtool eth0: set ring tx: eth0: no such device"},
+		{3, "ethtool/eth0/feature/lro", "ethtool eth0: set feature lro: eth0: no such device"},
+	} {
+		ctx := context.Background()
+		sys := &knob.System{Root: t.TempDir()}
+		nic := func() *knob.FakeNIC {
+			return &knob.FakeNIC{Rings: &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512},
+				Features: map[string]knob.Feature{"rx-lro": {Active: true, Changeable: true}}}
+		}
+		fe := &knob.FakeEthtool{NICs: map[string]*knob.FakeNIC{"eth0": nic(), "eth1": nic()}, VanishAfter: map[string]int{"eth0": tt.after}}
+		knob.UseEthtool(sys, fe)
+		eng := &txn.Engine{JournalPath: filepath.Join(t.TempDir(), "journal"), Sys: sys}
+		_, dropped, err := applyWritable(ctx, eng, []txn.Change{
+			{Knob: "ethtool/eth1/ring/rx", Value: "1024"},
+			{Knob: "ethtool/eth0/ring/rx", Value: "1024"},
+			{Knob: "ethtool/eth0/ring/tx", Value: "1024"},
+			{Knob: "ethtool/eth0/feature/lro", Value: "off"},
+		}, journal.Meta{Profile: "t"})
+		knob.Detach(sys)
+		var ae *txn.ApplyError
+		if !errors.As(err, &ae) || ae.Knob != tt.knob || len(ae.RollbackFailed) != 0 || len(dropped) != 0 || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("vanish after %d sets: %v (dropped %v)", tt.after, err, dropped)
+			continue
+		}
+		if fe.NICs["eth1"].Rings.Rx != 512 {
+			t.Error("eth1 not rolled back")
+		}
+		if st, err := eng.Status(ctx, txn.StatusOptions{}); err != nil || st.Txn != nil {
+			t.Errorf("status after the failed apply: %+v, %v", st, err)
+		}
+	}
+}

@@ -24,8 +24,9 @@ type FakeEthtool struct {
 	// Ignore makes a set of a group succeed without changing anything: a
 	// driver whose read-back disagrees with what it accepted.
 	Ignore map[string]bool
-	// VanishAfter removes an interface after that many successful sets on
-	// any interface (0: never), as when a NIC is unplugged mid-apply.
+	// VanishAfter removes an interface once that many sets (on any
+	// interface) have succeeded: the next set finds it gone (ENODEV), as
+	// when a NIC is unplugged mid-apply. 0: never.
 	VanishAfter map[string]int
 	// OnSetChannels runs after a channel change (tests use it to move IRQ
 	// affinities the way drivers do).
@@ -104,6 +105,11 @@ func unsupported() error { return fmt.Errorf("%w (%w)", ErrNotSupported, unix.EO
 func (f *FakeEthtool) set(iface, group string, apply func(n *FakeNIC) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for name, after := range f.VanishAfter {
+		if after > 0 && f.Sets >= after {
+			delete(f.NICs, name)
+		}
+	}
 	n, err := f.nic(iface)
 	if err != nil {
 		return err
@@ -119,11 +125,6 @@ func (f *FakeEthtool) set(iface, group string, apply func(n *FakeNIC) error) err
 		return err
 	}
 	f.Sets++
-	for name, after := range f.VanishAfter {
-		if after > 0 && f.Sets >= after {
-			delete(f.NICs, name)
-		}
-	}
 	return nil
 }
 

@@ -67,6 +67,18 @@ func nicRows(f *host.Facts, ifaces []*host.Interface, ss nicSettings, opts Optio
 	if s, ok := ss["cpu.governor"]; ok {
 		cpu = append(cpu, governorRow(f, s))
 	}
+	// irqbalance, NVMe queues and CPU governors belong to the whole host:
+	// a lowlat running in another network namespace (a container, a test)
+	// plans for that namespace and leaves them alone.
+	if f.Netns == "other" {
+		for _, part := range [][]Change{service, storage, cpu} {
+			for i := range part {
+				if part[i].Action != Skip {
+					part[i].unsupported(part[i].Knob + " is host-wide and this plan is for a network namespace other than the host's: run lowlat in the host's namespace to change it")
+				}
+			}
+		}
+	}
 	for _, part := range [][]Change{service, channels, ethtool, irqs, queues, storage, cpu} {
 		devs = append(devs, part...)
 	}

@@ -161,6 +161,17 @@ func TestNICPlanRules(t *testing.T) {
 		t.Error("game-udp plans no RFS (runbook 000: it hurts small-packet UDP)")
 	}
 
+	// Planned inside a container's or test's network namespace, host-wide
+	// knobs are left alone.
+	inNS := loadFixture(t, "dual-i40e-nvme")
+	inNS.Netns = "other"
+	p, _ = Make(inNS, resolve(t, "game-udp", nil), Options{})
+	for _, id := range []string{"service/irqbalance.service", "block/nvme0n1/queue", "cpufreq/governor"} {
+		if c := find(p, id); c == nil || c.Supported || !strings.Contains(c.Reason, "host-wide") {
+			t.Errorf("%s in a network namespace: %+v", id, c)
+		}
+	}
+
 	// CentOS 7: LRO on is turned off.
 	old := loadFixture(t, "centos7-3.10")
 	p, _ = Make(old, resolve(t, "game-udp", nil), Options{})
