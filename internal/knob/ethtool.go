@@ -482,7 +482,7 @@ func (k *ethtoolKnob) writeChannels(e Ethtool, value string) error {
 		_ = writeExisting(p, was+"\n")
 	}
 	if len(before) > 0 && len(after) > 0 && !sameKeys(before, after) {
-		return k.errf("set", fmt.Errorf("changing channels renumbered %s's interrupts (%d before, %d after): the planned IRQ placement no longer matches; apply with --skip irq.placement, then plan again", k.iface, len(before), len(after)))
+		return k.errf("set", fmt.Errorf("changing channels renumbered %s's interrupts (%d before, %d after): the planned IRQ placement no longer matches; change the channels alone first (--skip irq.placement --set ethtool.channels.combined=N), then plan and apply again", k.iface, len(before), len(after)))
 	}
 	return nil
 }
