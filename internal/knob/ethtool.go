@@ -56,13 +56,15 @@ var CoalesceParams = []string{
 }
 
 // FeatureGroups maps ethtool -K short names to the kernel feature names they
-// switch together (ethtool's off_flag_def). "tso" is every TCP segmentation
-// variant; members a kernel does not have are ignored.
+// switch together (after ethtool's off_flag_def). "tso" is IPv4 and IPv6 TCP
+// segmentation only: ethtool -K tso also flips the ECN and IP-ID-mangling
+// variants, which drivers leave off on purpose, and a latency tool has no
+// business changing IP ID behaviour. Members a kernel lacks are ignored.
 var FeatureGroups = map[string][]string{
 	"lro":    {"rx-lro"},
 	"gro":    {"rx-gro"},
 	"gso":    {"tx-generic-segmentation"},
-	"tso":    {"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
+	"tso":    {"tx-tcp-segmentation", "tx-tcp6-segmentation"},
 	"sg":     {"tx-scatter-gather", "tx-scatter-gather-fraglist"},
 	"rx":     {"rx-checksum"},
 	"rxhash": {"rx-hashing"},

@@ -137,7 +137,7 @@ func TestIntegrationEthtoolVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	during := ethtoolK(t, ns, "llnic0")
-	if during != "" && (!strings.Contains(during, "tcp-segmentation-offload: off") || !strings.Contains(during, "scatter-gather: off")) {
+	if during != "" && (!strings.Contains(during, "\ttx-tcp-segmentation: off") || !strings.Contains(during, "\ttx-tcp6-segmentation: off") || !strings.Contains(during, "scatter-gather: off")) {
 		t.Errorf("ethtool(8) does not see the change:\n%s", during)
 	}
 	if err := ns.Do(func() error {
