@@ -18,7 +18,7 @@ func runCapture(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "capture", "capture -o FILE [--tree DIR] [--root DIR]")
 	out := fs.String("o", "", "write the snapshot to `FILE` (- for stdout); read it back with --from FILE")
 	tree := fs.String("tree", "", "also copy the raw /proc, /sys and /etc files lowlat reads into `DIR` (read back with --root DIR)")
-	var src factsSource
+	src := factsSource{sockets: true}
 	fs.StringVar(&src.root, "root", "", "capture a tree at `DIR` instead of this host")
 	pos, err := parse(fs, args)
 	if err != nil {

@@ -40,6 +40,8 @@ func (s setFlag) Set(v string) error {
 type factsSource struct {
 	from string
 	root string
+	// sockets asks the live gather for the socket audit (doctor, capture).
+	sockets bool
 }
 
 func (s *factsSource) register(fs interface {
@@ -65,6 +67,7 @@ func (s *factsSource) load(ctx context.Context) (*host.Facts, error) {
 	if err != nil {
 		return nil, err
 	}
+	src.Sockets = s.sockets
 	return host.Gather(ctx, src)
 }
 

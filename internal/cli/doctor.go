@@ -36,7 +36,7 @@ type doctorHost struct {
 
 func runDoctor(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "doctor", "doctor [--profile NAME [--set key=value]...] [--from FILE | --root DIR] [--json]")
-	var src factsSource
+	src := factsSource{sockets: true}
 	src.register(fs)
 	var pf planFlags
 	addPlanFlags(fs, &pf)

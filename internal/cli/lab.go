@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -237,8 +238,8 @@ func labRun(ctx context.Context, env *Env, args []string) error {
 	if err := positional(fs, pos, 1, 1, "scenario NAME (see 'lowlat lab list')"); err != nil {
 		return err
 	}
-	if _, err := lab.Lookup(pos[0]); err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("lab run: %w", err)}
+	if err := checkScenario("lab run", pos[0], variants); err != nil {
+		return err
 	}
 	if *id != "" {
 		if err := lab.ValidID(*id); err != nil {
@@ -259,6 +260,24 @@ func labRun(ctx context.Context, env *Env, args []string) error {
 		return labErr(err)
 	}
 	return emitLab(env, o, res)
+}
+
+// checkScenario turns an unknown scenario or variant into a usage error.
+func checkScenario(cmd, name string, variants []string) error {
+	sc, err := lab.Lookup(name)
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", cmd, err)}
+	}
+	var have []string
+	for _, v := range sc.Variants {
+		have = append(have, v.Name)
+	}
+	for _, v := range variants {
+		if !slices.Contains(have, v) {
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s: scenario %s has no variant %q (it has: %s)", cmd, name, v, strings.Join(have, ", "))}
+		}
+	}
+	return nil
 }
 
 func labErr(err error) error {

@@ -33,8 +33,8 @@ func labVM(ctx context.Context, env *Env, args []string) error {
 	if err := positional(fs, pos, 1, 1, "scenario NAME (see 'lowlat lab list')"); err != nil {
 		return err
 	}
-	if _, err := lab.Lookup(pos[0]); err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("lab vm: %w", err)}
+	if err := checkScenario("lab vm", pos[0], variants); err != nil {
+		return err
 	}
 	if *modules != "" && *kernel == "" {
 		return &ExitError{Code: 2, Err: errors.New("lab vm: --modules goes with --kernel")}

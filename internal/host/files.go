@@ -60,8 +60,13 @@ func (rd *fileReader) readAll() {
 	// support checks that use it.
 	walk := &fileReader{r: rd.r, f: &Facts{Sysctls: map[string]string{}}}
 	done := make(chan struct{})
+	// /proc/sys/net shows the network namespace of the thread that opens it:
+	// the walker joins the caller's (the lab gathers on a thread it moved into
+	// a namespace).
+	join := callerNetns()
 	go func() {
 		defer close(done)
+		join()
 		walk.walkSysctls("/proc/sys/net", "net")
 	}()
 	rd.extraSysctls()

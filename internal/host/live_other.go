@@ -6,3 +6,5 @@ package host
 func liveReaders() (Netlink, Ethtooler) { return nil, nil }
 
 func netnsKind() string { return "" }
+
+func callerNetns() func() { return func() {} }
