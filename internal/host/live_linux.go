@@ -30,15 +30,21 @@ func netnsKind() string {
 	return "other"
 }
 
+// processNetns is the network namespace the process started in, read during
+// package initialisation (on the main thread, before any goroutine could have
+// moved a thread elsewhere). /proc/self/ns/net is no reference: it shows the
+// thread group leader's namespace, and a goroutine locked to the main thread
+// may have moved it.
+var processNetns, _ = os.Readlink("/proc/thread-self/ns/net")
+
 // callerNetns returns a function that moves the goroutine it runs on into the
 // network namespace of the calling thread, locking it to its thread for good
 // (the runtime discards the thread when the goroutine ends, so the namespace
 // never leaks to other goroutines). When the caller is in the process's own
 // namespace it does nothing.
 func callerNetns() func() {
-	self, err1 := os.Readlink("/proc/self/ns/net")
-	mine, err2 := os.Readlink("/proc/thread-self/ns/net")
-	if err1 != nil || err2 != nil || self == mine {
+	mine, err := os.Readlink("/proc/thread-self/ns/net")
+	if err != nil || processNetns == "" || mine == processNetns {
 		return func() {}
 	}
 	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
