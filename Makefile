@@ -15,11 +15,16 @@ BIN := bin/lowlat
 
 # Debian packages the tests use: iproute2 to cross-check lowlat's netlink
 # reads, qemu/busybox/xz for the stock-kernel VM, cpio to cross-check the
-# initramfs writer, ethtool and time for fixtures and benchmarks.
-DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates
+# initramfs writer, ethtool and time for fixtures and benchmarks, gcc and
+# python3 for the socket-audit helper programs, nginx and haproxy (run only in
+# test namespaces with temporary configs) for the proxy checks.
+DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
+	gcc python3 nginx-light libnginx-mod-stream haproxy
 
-# Packages whose integration tests must also pass on the stock kernel.
-VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli
+# Packages whose integration tests must also pass on the stock kernel, and the
+# modules they need that Debian builds as modules (socket diagnostics).
+VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets
+VM_MODULES := inet_diag tcp_diag
 
 FUZZTIME ?= 15s
 
@@ -36,7 +41,10 @@ deps:
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then echo "make deps: need root to apt-get install:" $$missing >&2; exit 1; fi; \
 		echo "installing:" $$missing; \
+		guard=; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && guard=1; fi; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		rc=$$?; [ -n "$$guard" ] && rm -f /usr/sbin/policy-rc.d; exit $$rc; \
 	fi
 	$(GO) mod download
 
@@ -54,15 +62,19 @@ fuzz:
 	$(GO) test ./internal/journal -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/qdisc -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/profile -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseNginx -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseHAProxy -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzDecodeDiag -fuzztime $(FUZZTIME)
 
 vmtest:
-	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) -timeout 25m
+	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) $(addprefix -module ,$(VM_MODULES)) -timeout 25m
 
 test: deps check unit fuzz vmtest
 
 bench: build
 	bash bench/foundation/run.sh
 	bash bench/probe/run.sh
+	bash bench/sockets/run.sh
 
 clean:
 	rm -rf bin
