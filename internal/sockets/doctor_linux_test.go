@@ -22,8 +22,6 @@ import (
 
 // gatherDoctor gathers live facts inside ns (the socket audit included) and
 // runs doctor on them. wantTFO sets net.ipv4.tcp_fastopen=3 in the facts:
-// Gather's concurrent sysctl walk runs on threads outside the namespace, so
-// the namespace's own sysctl cannot be relied on here.
 func gatherDoctor(t *testing.T, ns *testnet.NS, wantTFO bool) (*host.Facts, *doctor.Report) {
 	t.Helper()
 	var f *host.Facts
@@ -32,6 +30,7 @@ func gatherDoctor(t *testing.T, ns *testnet.NS, wantTFO bool) (*host.Facts, *doc
 		if err != nil {
 			return err
 		}
+		src.Sockets = true // doctor's socket checks need the live audit
 		f, err = host.Gather(context.Background(), src)
 		return err
 	})
