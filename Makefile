@@ -74,6 +74,7 @@ test: deps check unit fuzz vmtest
 bench: build
 	bash bench/foundation/run.sh
 	bash bench/probe/run.sh
+	bash bench/nic/run.sh
 	bash bench/sockets/run.sh
 
 clean:

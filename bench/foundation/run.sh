@@ -31,6 +31,7 @@ median_ms() {
 }
 
 doctor=$(median_ms "$work/lowlat" doctor)
+doctor_nosample=$(median_ms "$work/lowlat" doctor --sample 0)
 doctor_json=$(median_ms "$work/lowlat" doctor --json)
 plan256=$(median_ms "$work/lowlat" plan --profile game-udp --from "$work/synth256.json")
 plan256c=$(median_ms "$work/lowlat" plan --profile capped-uplink --set rate=10gbit --from "$work/synth256.json" --json)
@@ -39,7 +40,8 @@ rss=$( { /usr/bin/time -f '%M' "$work/lowlat" plan --profile game-udp --from "$w
 
 printf '\n%-52s %10s %10s %8s\n' "benchmark (median of $N runs)" "ms" "goal ms" "ratio"
 row() { printf '%-52s %10s %10s %8s\n' "$1" "$2" "$3" "$(awk -v a="$2" -v b="$3" 'BEGIN{printf "%.3f", a/b}')"; }
-row "doctor on this host" "$doctor" 300
+row "doctor on this host (200 ms NIC sampling window)" "$doctor" 300
+row "doctor --sample 0 on this host" "$doctor_nosample" 300
 row "doctor --json on this host" "$doctor_json" 300
 row "plan game-udp, synthetic 256 CPU / 64 queues" "$plan256" 1000
 row "plan capped-uplink --json, synthetic 256" "$plan256c" 1000

@@ -6,7 +6,8 @@
 #   - 'lowlat doctor' on this host including the drop-counter sampling window
 #     (1 s by default, two ethtool -S reads and two /proc task scans): < 1.5 s
 # plus, for reference, the in-process cost of the planner alone (go test
-# -bench) and doctor with sampling off (LOWLAT_SAMPLE_WINDOW=0).
+# -bench), doctor with its default 200 ms window, with a 1 s window, and with
+# sampling off (--sample 0).
 #
 #   bash bench/nic/run.sh          # N=11 (doctor: N=5, each run takes ~1 s)
 set -euo pipefail
@@ -41,7 +42,8 @@ plan=$(median_ms "$N" "$work/lowlat" plan --profile game-udp --from "$work/synth
 planj=$(median_ms "$N" "$work/lowlat" plan --profile realtime-tcp --from "$work/synth256.json" --json)
 planr=$(median_ms "$N" "$work/lowlat" plan --profile game-udp --reserve-cpus 64-71 --from "$work/synth256.json")
 doctor=$(median_ms "$ND" "$work/lowlat" doctor)
-doctor0=$(LOWLAT_SAMPLE_WINDOW=0 median_ms "$N" "$work/lowlat" doctor)
+doctor1s=$(median_ms "$ND" "$work/lowlat" doctor --sample 1s)
+doctor0=$(median_ms "$N" "$work/lowlat" doctor --sample 0)
 doctor256=$(median_ms "$N" "$work/lowlat" doctor --from "$work/synth256.json")
 
 printf '\n%-60s %10s %10s %8s\n' "benchmark (median of $N runs; doctor: $ND)" "ms" "goal ms" "ratio"
@@ -49,7 +51,8 @@ row() { printf '%-60s %10s %10s %8s\n' "$1" "$2" "$3" "$(awk -v a="$2" -v b="$3"
 row "plan game-udp, synthetic 256 CPU ($rows rows)" "$plan" 100
 row "plan realtime-tcp --json, synthetic 256" "$planj" 100
 row "plan game-udp --reserve-cpus 64-71, synthetic 256" "$planr" 100
-row "doctor on this host, 1 s drop-counter sampling window" "$doctor" 1500
+row "doctor on this host, default 200 ms sampling window" "$doctor" 1500
+row "doctor --sample 1s on this host" "$doctor1s" 1500
 row "doctor on this host, sampling off" "$doctor0" 1500
 row "doctor --from synthetic 256 (a capture: not sampled)" "$doctor256" 1500
 

@@ -41,6 +41,7 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 	var pf planFlags
 	addPlanFlags(fs, &pf)
 	asJSON := fs.Bool("json", false, "print JSON")
+	window := fs.Duration("sample", doctor.DefaultSampleWindow, "watch NIC drop counters and softirq load on this host for `duration` (0: off; a longer look catches rarer drops)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -48,12 +49,15 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 	if err := positional(fs, pos, 0, 0, ""); err != nil {
 		return err
 	}
+	if *window < 0 || *window > time.Minute {
+		return &ExitError{Code: 2, Err: fmt.Errorf("doctor: --sample %v: want 0..1m", *window)}
+	}
 	start := time.Now()
 	f, err := src.load(ctx)
 	if err != nil {
 		return err
 	}
-	var opts doctor.Options
+	opts := doctor.Options{Sampler: liveSampler{root: "/proc"}, SampleWindow: *window}
 	if pf.profile != "" {
 		pl, _, err := makePlan(f, &pf, "doctor")
 		if err != nil {

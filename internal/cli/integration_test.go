@@ -143,7 +143,7 @@ func (w *world) mustRun(args ...string) result {
 func (w *world) snapshot() string { return w.ns.Snapshot(w.t, "up0") }
 
 // THP is host-global: a namespaced test must not touch it.
-var skipGlobal = []string{"--skip", "sysfs.kernel/mm/transparent_hugepage/enabled"}
+var skipGlobal = []string{"--skip", "sysfs.kernel/mm/transparent_hugepage/enabled", "--skip", "sysfs.kernel/mm/transparent_hugepage/defrag"}
 
 func profileArgs(name string) []string {
 	args := []string{"--profile", name}

@@ -13,22 +13,6 @@ import (
 	"github.com/lowlat/lowlat/internal/knob"
 )
 
-// SampleWindowEnv sets doctor's sampling window ("250ms"); "0" turns sampling
-// off (benchmarks of the checks alone).
-const SampleWindowEnv = "LOWLAT_SAMPLE_WINDOW"
-
-func init() {
-	doctor.LiveSampler = liveSampler{root: "/proc"}
-	if v := os.Getenv(SampleWindowEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if v == "0" || (err == nil && d <= 0) {
-			doctor.LiveSampler = nil
-		} else if err == nil && d <= 10*time.Second {
-			doctor.SampleWindow = d
-		}
-	}
-}
-
 // liveSampler watches the running host for doctor's window: ethtool -S of
 // each NIC and the CPU time of every thread (/proc/PID/task/TID/stat), read
 // at the start and the end.

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/host"
@@ -62,52 +61,36 @@ type Sampler interface {
 	Sample(ifaces []string, window time.Duration) (*Sample, error)
 }
 
-// LiveSampler samples the running host (nil: sampling unavailable).
-var LiveSampler Sampler
+// DefaultSampleWindow is how long doctor watches the live host. 200 ms keeps
+// a doctor run under 300 ms and still sees a NIC that drops one packet per
+// 200 ms or more; runbook 002's 20-60 rx_no_desc per minute needs a longer
+// look ("lowlat doctor --sample 5s").
+const DefaultSampleWindow = 200 * time.Millisecond
 
-// SampleWindow is how long the counters are watched. One second keeps a
-// doctor run well under 1.5 s and still sees a NIC dropping at the rate
-// runbook 002 measured (20-60 rx_no_desc per minute shows in 1 s a third
-// of the time; one per second or more always).
-var SampleWindow = time.Second
-
-var sampled struct {
-	sync.Mutex
-	f   *host.Facts
-	at  time.Time // f.CapturedAt: a later Facts at a reused address is another host view
-	s   *Sample
-	err string
-}
-
-// sample runs the sampler once per facts (the checks share one window).
-func sample(f *host.Facts) (*Sample, string) {
-	sampled.Lock()
-	defer sampled.Unlock()
-	if sampled.f == f && sampled.at.Equal(f.CapturedAt) {
-		return sampled.s, sampled.err
-	}
-	sampled.f, sampled.at, sampled.s, sampled.err = f, f.CapturedAt, nil, ""
+// takeSample runs the sampler once for a doctor run (the checks share one
+// window), or says why it did not.
+func takeSample(f *host.Facts, o Options) (*Sample, string) {
 	switch {
 	case f.Source != "live":
-		sampled.err = fmt.Sprintf("not sampled: the facts are from %s, not this host now", orDefault(f.Source, "elsewhere"))
-	case LiveSampler == nil:
-		sampled.err = "not sampled: sampling is off (LOWLAT_SAMPLE_WINDOW=0)"
-	default:
-		var ifaces []string
-		for _, i := range f.Interfaces {
-			if i.Physical() && i.Ethtool != nil && i.Ethtool.Stats != nil {
-				ifaces = append(ifaces, i.Name)
-			}
-		}
-		s, err := LiveSampler.Sample(ifaces, SampleWindow)
-		if err != nil {
-			sampled.err = "not sampled: " + err.Error()
-		} else {
-			sampled.s = s
+		return nil, fmt.Sprintf("not sampled: the facts are from %s, not this host now", orDefault(f.Source, "elsewhere"))
+	case o.Sampler == nil || o.SampleWindow <= 0:
+		return nil, "not sampled: sampling is off (doctor --sample 0)"
+	}
+	var ifaces []string
+	for _, i := range f.Interfaces {
+		if i.Physical() && i.Ethtool != nil && i.Ethtool.Stats != nil {
+			ifaces = append(ifaces, i.Name)
 		}
 	}
-	return sampled.s, sampled.err
+	s, err := o.Sampler.Sample(ifaces, o.SampleWindow)
+	if err != nil {
+		return nil, "not sampled: " + err.Error()
+	}
+	return s, ""
 }
+
+// sample is what this run's sampler saw (see Run).
+func sample(o Options) (*Sample, string) { return o.sample, o.sampleErr }
 
 // dropCounterRE matches ethtool -S names that count packets lost by the NIC
 // or its driver, across drivers: rx_missed_errors, rx_no_buffer_count
@@ -121,9 +104,9 @@ func DropCounter(name string) bool {
 	return dropCounterRE.MatchString(name) && !strings.Contains(name, "xdp")
 }
 
-func checkNICDrops(f *host.Facts, _ Options) []Finding {
+func checkNICDrops(f *host.Facts, o Options) []Finding {
 	var out []Finding
-	s, why := sample(f)
+	s, why := sample(o)
 	for i := range f.Interfaces {
 		ifc := &f.Interfaces[i]
 		if !ifc.Physical() {
@@ -425,7 +408,7 @@ func checkNVMeConcentration(f *host.Facts, _ Options) []Finding {
 	return out
 }
 
-func checkSoftirq(f *host.Facts, _ Options) []Finding {
+func checkSoftirq(f *host.Facts, o Options) []Finding {
 	var out []Finding
 	rx := f.SoftIRQs["NET_RX"]
 	var total, top uint64
@@ -444,7 +427,7 @@ func checkSoftirq(f *host.Facts, _ Options) []Finding {
 			Fix:      "spread the NIC's queue interrupts over its node's CPUs (irq.placement = numa-local); RPS where the NIC has one queue",
 			Source:   "002"})
 	}
-	s, _ := sample(f)
+	s, _ := sample(o)
 	if s == nil {
 		return out
 	}
@@ -465,7 +448,7 @@ func checkSoftirq(f *host.Facts, _ Options) []Finding {
 	return out
 }
 
-func checkNUMARemote(f *host.Facts, _ Options) []Finding {
+func checkNUMARemote(f *host.Facts, o Options) []Finding {
 	if len(f.NUMA) < 2 {
 		return nil
 	}
@@ -497,7 +480,7 @@ func checkNUMARemote(f *host.Facts, _ Options) []Finding {
 				Source:   "002"})
 		}
 	}
-	s, _ := sample(f)
+	s, _ := sample(o)
 	if s == nil || len(nicNodes) == 0 {
 		return out
 	}

@@ -61,11 +61,8 @@ func (f *fakeSampler) Sample(ifaces []string, window time.Duration) (*Sample, er
 	return f.s, f.err
 }
 
-func withSampler(t *testing.T, s Sampler) {
-	saved := LiveSampler
-	LiveSampler = s
-	t.Cleanup(func() { LiveSampler = saved })
-}
+// sampled returns doctor options that sample with s.
+func sampled(s Sampler) Options { return Options{Sampler: s, SampleWindow: time.Second} }
 
 // TestNICChecksSampled: live facts go through the sampler once, and what it
 // saw becomes findings: drops now, ksoftirqd busy, application threads on the
@@ -78,8 +75,7 @@ func TestNICChecksSampled(t *testing.T) {
 		Ksoftirqd: map[int]float64{0: 0.9, 1: 0.01},
 		Threads:   []ThreadLoad{{PID: 900, TID: 901, Comm: "gateway", Share: 0.95, CPU: 12}, {PID: 900, TID: 902, Comm: "gateway", Share: 0.8, CPU: 13}},
 	}}
-	withSampler(t, fs)
-	rep := Run(f, Options{})
+	rep := Run(f, sampled(fs))
 	if fs.calls != 1 {
 		t.Errorf("sampled %d times, want once for all checks", fs.calls)
 	}
@@ -107,8 +103,7 @@ func TestNICChecksSampled(t *testing.T) {
 	// A sampler that fails: the checks go on and say why.
 	f2 := fixture(t, "dual-i40e-nvme")
 	f2.Source = "live"
-	withSampler(t, &fakeSampler{err: errors.New("ethtool socket: permission denied")})
-	rep = Run(f2, Options{})
+	rep = Run(f2, sampled(&fakeSampler{err: errors.New("ethtool socket: permission denied")}))
 	if d := ids(rep)["nic-drops"]; !strings.Contains(d.Evidence["sampled"], "not sampled: ethtool socket: permission denied") {
 		t.Errorf("failed sample: %+v", d)
 	}

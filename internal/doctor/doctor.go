@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/plan"
@@ -54,6 +55,15 @@ type Options struct {
 	// Plan, when a profile was given, adds a finding per knob the profile
 	// would still change.
 	Plan *plan.Plan
+	// Sampler watches the live host for SampleWindow (NIC drop counters,
+	// ksoftirqd, the busiest threads); nil or a zero window turns it off.
+	// Facts from a capture are never sampled.
+	Sampler      Sampler
+	SampleWindow time.Duration
+
+	// Filled by Run: what the sampler saw, once for all checks.
+	sample    *Sample
+	sampleErr string
 }
 
 // Report is the result of a run.
@@ -70,6 +80,7 @@ type Report struct {
 // Run runs every check on f.
 func Run(f *host.Facts, o Options) *Report {
 	rep := &Report{Findings: []Finding{}}
+	o.sample, o.sampleErr = takeSample(f, o)
 	for _, c := range Checks {
 		rep.Checks.Run++
 		if missing := missingSource(f, c.Needs); missing != "" {
