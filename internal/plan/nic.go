@@ -74,7 +74,7 @@ func nicRows(f *host.Facts, ifaces []*host.Interface, ss nicSettings, opts Optio
 		for _, part := range [][]Change{service, storage, cpu} {
 			for i := range part {
 				if part[i].Action != Skip {
-					part[i].unsupported(part[i].Knob + " is host-wide and this plan is for a network namespace other than the host's: run lowlat in the host's namespace to change it")
+					part[i].hostWide()
 				}
 			}
 		}

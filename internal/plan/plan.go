@@ -544,5 +544,17 @@ func sysfsRow(f *host.Facts, s profile.Setting) Change {
 	}
 	c.Current = cur
 	c.decide(strings.TrimSpace(cur) == strings.TrimSpace(s.Value))
+	// sysfs settings (THP, ...) belong to the whole host, not to a network
+	// namespace.
+	if f.Netns == "other" && c.Action == Set {
+		c.hostWide()
+	}
 	return c
+}
+
+// hostWide marks a row the plan must not change because it was made inside a
+// network namespace other than the host's (a container, the lab, a test) and
+// the knob belongs to the whole host.
+func (c *Change) hostWide() {
+	c.unsupported(c.Knob + " is host-wide and this plan is for a network namespace other than the host's: run lowlat in the host's namespace to change it")
 }

@@ -168,3 +168,19 @@ func TestPlanRules(t *testing.T) {
 		t.Errorf("unknown interface: %v", err)
 	}
 }
+
+// TestHostWideSysfsSkippedInNamespace: a plan made inside another network
+// namespace (a container, the lab) leaves host-wide THP alone.
+func TestHostWideSysfsSkippedInNamespace(t *testing.T) {
+	f := loadFixture(t, "dual-i40e-nvme")
+	f.Netns = "other"
+	p, err := Make(f, resolve(t, "game-udp", nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"sysfs/kernel/mm/transparent_hugepage/enabled", "sysfs/kernel/mm/transparent_hugepage/defrag"} {
+		if c := find(p, id); c == nil || c.Supported || !strings.Contains(c.Reason, "host-wide") {
+			t.Errorf("%s: %+v", id, c)
+		}
+	}
+}
