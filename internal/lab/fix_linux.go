@@ -152,14 +152,20 @@ func (t *Topology) labRows(pl *plan.Plan, f *Fix) {
 		c := &pl.Changes[i]
 		kind := knob.Kind(c.Knob)
 		switch {
-		case kind == "sysfs" || kind == "file" || kind == "link":
+		case kind != "sysctl" && kind != "qdisc" && kind != "route" && kind != "ethtool":
+			// Only sysctls of the namespace, qdiscs, routes and ethtool
+			// settings of its own devices are per namespace; anything else
+			// (sysfs, files, IRQs...) would change the host.
 			if c.Action != plan.OK {
 				c.Action, c.Supported = plan.Skip, false
 				c.Reason = "host-wide setting: the lab never changes the host (lowlat apply on a real host sets it)"
 			}
 		case kind == "sysctl":
 			name := strings.TrimPrefix(c.Knob, "sysctl/")
-			if c.Action == plan.Skip && c.Current == "-" && hostHasSysctl(name) {
+			if !strings.HasPrefix(name, "net.") && c.Action != plan.OK {
+				c.Action, c.Supported = plan.Skip, false
+				c.Reason = "host-wide setting: the lab never changes the host (lowlat apply on a real host sets it)"
+			} else if c.Action == plan.Skip && c.Current == "-" && hostHasSysctl(name) {
 				c.Reason = "host-wide sysctl, not one per network namespace: the lab leaves it alone (lowlat apply on a real host sets it)"
 			}
 		case kind == "qdisc" && t.Spec.ServerNIC != nil && f.Side == "server" && c.Knob == "qdisc/"+ServerIf+"/root" && c.Action != plan.Skip:

@@ -18,7 +18,9 @@ var ErrNameTaken = errors.New("network namespace name already taken")
 var ErrInterrupted = errors.New("interrupted")
 
 // Run is not supported outside Linux.
-func Run(ctx context.Context, name string, opts Options) (*Result, error) { return nil, ErrNotSupported }
+func Run(ctx context.Context, name string, opts Options) (*Result, error) {
+	return nil, ErrNotSupported
+}
 
 // Clean is not supported outside Linux.
 func Clean(force bool) (*CleanReport, error) { return nil, ErrNotSupported }

@@ -271,10 +271,10 @@ func TestResultJSONFields(t *testing.T) {
 
 func TestMissingFeature(t *testing.T) {
 	tests := map[string]string{
-		"kernel 6.18.44-fc-v669 lacks the fq_codel qdisc (sch_fq_codel)":                                                               "fq_codel",
+		"kernel 6.18.44-fc-v669 lacks the fq_codel qdisc (sch_fq_codel)":                                                            "fq_codel",
 		"only the initial network namespace may select bbr; this one may use reno, cubic (net.ipv4.tcp_allowed_congestion_control)": "bbr (for network namespaces: net.ipv4.tcp_allowed_congestion_control)",
 		"kernel 5.4 has no bbr congestion control (available: reno cubic; no tcp_bbr module found)":                                 "bbr",
-		"host-wide setting: the lab never changes the host": "",
+		"host-wide setting: the lab never changes the host":                                                                         "",
 	}
 	for in, want := range tests {
 		if got := missingFeature(in); got != want {

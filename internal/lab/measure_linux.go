@@ -39,37 +39,30 @@ func measureBufferbloat(e *env, vr *VariantResult) error {
 		return fmt.Errorf("sampler: %w", err)
 	}
 	e.phase(fmt.Sprintf("measure: probe load --upload (%s idle, then %s under 4 upload flows)", idle, loaded), idle+loaded+2*time.Second)
-	// What reaches the server during the loaded phase, from its NIC's
-	// counters: the probe's own upload count comes back in a reply that
-	// may queue behind the whole buffer.
+	// Upload goodput is what reaches the server inside the loaded phase,
+	// from its NIC's counters: the probe's own figure divides by the
+	// loaded phase everything the reflector received until the flows
+	// closed, which includes the data still queued (in the provider's
+	// buffer, in the sender's socket buffers) when the phase ended.
 	rx := e.t.Server.rxRate(e.ctx, ServerIf, idle+time.Second, loaded-time.Second)
 	res, err := inClient(e, func(ctx context.Context) (*probe.LoadResult, error) {
 		return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(idle), Duration: probe.Duration(loaded)})
 	})
 	s.mark("upload", idle)
 	vr.Timeline = s.stop()
-	rxMbps := <-rx
+	st := <-rx
 	if err != nil {
 		return err
 	}
-	up := res.Goodput.Up
 	vr.Metrics["load"] = res
 	vr.Metrics["derived"] = map[string]float64{
 		"idle_p50_ms":     ms(res.IdleRTT.P50),
 		"loaded_p50_ms":   ms(res.LoadedRTT.P50),
 		"loaded_p99_ms":   ms(res.LoadedRTT.P99),
 		"added_p99_ms":    ms(res.LoadedRTT.P99 - res.IdleRTT.P50),
-		"goodput_up_mbps": up,
-		"goodput_share":   round3(up / uplinkRate),
-		"server_rx_mbps":  rxMbps,
-	}
-	if up == 0 && rxMbps > 0 {
-		// The probe's count is missing, not zero: use what the server's NIC
-		// received, less the headers of full-size frames (1448 of 1514 bytes).
-		est := round3(rxMbps * 1448 / 1514)
-		d := vr.Metrics["derived"].(map[string]float64)
-		d["goodput_up_mbps"], d["goodput_share"] = est, round3(est/uplinkRate)
-		vr.Notes = append(vr.Notes, fmt.Sprintf("upload goodput from the server NIC's counters (%.2f Mbit/s received, headers included): the probe's own count comes back in a reply that queued behind the provider's buffer longer than its 5 s wait", rxMbps))
+		"goodput_up_mbps": st.PayloadMbps,
+		"goodput_share":   round3(st.PayloadMbps / uplinkRate),
+		"server_rx_mbps":  st.Mbps,
 	}
 	vr.CDF = "load.histograms.loaded_rtt_ns"
 	return nil
@@ -110,9 +103,9 @@ func onOff(b bool) string {
 }
 
 // measureFirstFrame: the path RTT, then connect + request + 300 KB and 1 MB
-// responses, five of each.
+// responses, seven of each (the median of an odd count is one of them).
 func measureFirstFrame(e *env, vr *VariantResult) error {
-	const n = 5
+	const n = 7
 	fo := e.v.App.FastOpen
 	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 100*time.Millisecond)
 	if err != nil {
@@ -162,6 +155,7 @@ func measureFirstFrame(e *env, vr *VariantResult) error {
 		"fastopen_share":    round3(float64(c1m.FastOpenUsed) / float64(max(c1m.Transactions, 1))),
 	}
 	if rtt > 0 {
+		d["first_byte_1m_rtts"] = round3(d["first_byte_1m_ms"] / rtt)
 		d["last_byte_300k_rtts"] = round3(d["last_byte_300k_ms"] / rtt)
 		d["last_byte_1m_rtts"] = round3(d["last_byte_1m_ms"] / rtt)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/host"
@@ -78,6 +79,7 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 	if opts.Environment == "" {
 		opts.Environment = "host"
 	}
+	plainTCP()
 	st, err := claim(id, name)
 	if err != nil {
 		return nil, err
@@ -246,6 +248,27 @@ func startReflector(ctx context.Context, ns *NS) (string, func(), error) {
 		close(done)
 	}()
 	return r.Addr(), func() { cancel(); <-done }, nil
+}
+
+var plainTCPOnce sync.Once
+
+// plainTCP turns off Go's default of Multipath TCP for listeners (Go 1.24
+// and later). The reflector's listener would otherwise be an MPTCP socket:
+// connections fall back to TCP, but on kernels whose MPTCP lacks
+// TCP_FASTOPEN (6.1 has no TFO for MPTCP) the listener cannot do Fast
+// Open at all, and the lab measures plain TCP servers. The runtime applies
+// a GODEBUG change made with os.Setenv to later listeners.
+func plainTCP() {
+	plainTCPOnce.Do(func() {
+		cur := os.Getenv("GODEBUG")
+		if strings.Contains(cur, "multipathtcp=") {
+			return
+		}
+		if cur != "" {
+			cur += ","
+		}
+		os.Setenv("GODEBUG", cur+"multipathtcp=0")
+	})
 }
 
 func kernelRelease() string {

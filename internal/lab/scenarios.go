@@ -121,6 +121,7 @@ func init() {
 			{Name: "initcwnd-40+tfo", Desc: "initcwnd 40 and TCP Fast Open (server bit by the engine, client uses TFO; repeat connections)",
 				Fix: liveEdge("route.initcwnd", "sysctl.net.ipv4.tcp_fastopen"), App: App{FastOpen: true, Change: "the client connects with TCP Fast Open"},
 				Expect: []Expect{
+					{Metric: "derived.first_byte_1m_rtts", Versus: "initcwnd-40", Op: "between", Value: 0.5, Max: 1.5, Unit: "RTT", Desc: "TFO: the first byte comes one RTT sooner (the request rides in the SYN)"},
 					{Metric: "derived.last_byte_1m_rtts", Versus: "initcwnd-40", Op: "between", Value: 0.5, Max: 1.5, Unit: "RTT", Desc: "TFO saves one more RTT on repeat connections (vs initcwnd-40)"},
 					{Metric: "derived.fastopen_share", Op: ">=", Value: 1, Desc: "every measured connection carried its request in the SYN"},
 				}},

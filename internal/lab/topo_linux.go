@@ -363,24 +363,32 @@ func deleteRoot(dev string) error {
 	return nil
 }
 
-// rxRate reads dev's receive byte counter in the namespace after from, and
-// again after span more, and sends the rate in Mbit/s (headers included;
-// 0 when cancelled or unreadable).
-func (n *NS) rxRate(ctx context.Context, dev string, from, span time.Duration) <-chan float64 {
-	out := make(chan float64, 1)
-	read := func() (uint64, time.Time, bool) {
-		var b uint64
+// rxStats is what an interface received over a span.
+type rxStats struct {
+	// Mbps counts whole frames; PayloadMbps takes 66 bytes of Ethernet, IP
+	// and TCP (with timestamps) headers off each frame: the TCP payload when
+	// almost every frame is a data segment.
+	Mbps, PayloadMbps float64
+}
+
+// rxRate reads dev's receive counters in the namespace after from, and
+// again after span more, and sends the rates (zero when cancelled or
+// unreadable).
+func (n *NS) rxRate(ctx context.Context, dev string, from, span time.Duration) <-chan rxStats {
+	out := make(chan rxStats, 1)
+	read := func() (uint64, uint64, time.Time, bool) {
+		var b, p uint64
 		err := n.Do(func() error {
 			l, err := netlink.LinkByName(dev)
 			if err != nil {
 				return err
 			}
 			if st := l.Attrs().Statistics; st != nil {
-				b = st.RxBytes
+				b, p = st.RxBytes, st.RxPackets
 			}
 			return nil
 		})
-		return b, time.Now(), err == nil
+		return b, p, time.Now(), err == nil
 	}
 	go func() {
 		wait := func(d time.Duration) bool {
@@ -392,20 +400,22 @@ func (n *NS) rxRate(ctx context.Context, dev string, from, span time.Duration) <
 			}
 		}
 		if span <= 0 || !wait(from) {
-			out <- 0
+			out <- rxStats{}
 			return
 		}
-		b0, t0, ok0 := read()
+		b0, p0, t0, ok0 := read()
 		if !wait(span) {
-			out <- 0
+			out <- rxStats{}
 			return
 		}
-		b1, t1, ok1 := read()
-		if !ok0 || !ok1 || b1 < b0 {
-			out <- 0
+		b1, p1, t1, ok1 := read()
+		if !ok0 || !ok1 || b1 < b0 || p1 < p0 {
+			out <- rxStats{}
 			return
 		}
-		out <- round3(float64(b1-b0) * 8 / 1e6 / t1.Sub(t0).Seconds())
+		secs := t1.Sub(t0).Seconds()
+		payload := float64(b1-b0) - 66*float64(p1-p0)
+		out <- rxStats{Mbps: round3(float64(b1-b0) * 8 / 1e6 / secs), PayloadMbps: round3(max(payload, 0) * 8 / 1e6 / secs)}
 	}()
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -123,6 +124,11 @@ func RunInVM(ctx context.Context, name string, o VMOptions) (*Result, *vm.Result
 		// (and a copy at its host path, which /tmp's tmpfs may hide).
 		cfg.HostBinaries = []string{exe}
 	}
+	if _, err := exec.LookPath("busybox"); err != nil {
+		if _, err := os.Stat("/bin/busybox"); err != nil {
+			return nil, nil, errors.New("lab vm: busybox not found (the guest's shell): apt-get install busybox-static")
+		}
+	}
 	if o.Kernel != "" {
 		k, err := vm.LocalKernel(o.Kernel, o.Modules)
 		if err != nil {
@@ -133,6 +139,12 @@ func RunInVM(ctx context.Context, name string, o VMOptions) (*Result, *vm.Result
 			// A kernel without a modules tree must have everything built in.
 			cfg.NoDefaultModules = true
 		}
+	} else {
+		k, err := vm.DebianKernel(ctx, vm.FetchOptions{Log: o.Log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("lab vm: no stock kernel: the lab boots Debian's linux-image-6.1.0-<N>-amd64 package, fetched once with apt-get download (apt must know Debian bookworm's main archive), or your own with --kernel (%v)", err)
+		}
+		cfg.Kernel = k
 	}
 	budget := time.Duration(float64(sc.Estimate) * 4)
 	res, err := vm.Run(ctx, cfg, vm.Command{

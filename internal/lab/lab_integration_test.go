@@ -1,0 +1,568 @@
+//go:build linux
+
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/qdisc"
+	"github.com/lowlat/lowlat/internal/testnet"
+	"github.com/vishvananda/netlink"
+)
+
+// The integration tests run real scenarios: as root, in namespaces of their
+// own (lowlat-lab-t<random>-*), with traffic only inside them. On this
+// host's kernel (no netem, fq_codel, cake) they run nagle-small-messages and
+// bufferbloat-uplink's variant without netem; in the stock-kernel VM
+// (go run ./test/vmtest -pkg ./internal/lab) the full bufferbloat-uplink,
+// game-egress and first-frame, where a missing feature is a failure.
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	testnet.Main(m, func() {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	})
+}
+
+var lowlatBin = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv("LOWLAT_BIN"); p != "" {
+		return p, nil
+	}
+	dir, err := os.MkdirTemp("", "lowlat-labtest-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "lowlat")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/lowlat/lowlat/cmd/lowlat")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return out, nil
+})
+
+func inVM() bool { return os.Getenv("LOWLAT_IN_VM") != "" }
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the lab creates network namespaces: needs root")
+	}
+}
+
+func hostOnly(t *testing.T) {
+	t.Helper()
+	if inVM() {
+		t.Skip("a host-kernel test; the VM run covers the scenarios that need netem and fq_codel")
+	}
+}
+
+func testID(t *testing.T) string {
+	b := make([]byte, 3)
+	rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// hostLinks lists the interfaces of the test's own (the host's) namespace.
+func hostLinks(t *testing.T) []string {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, i := range ifs {
+		out = append(out, i.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// leftovers lists what a run with id left: namespaces, its state file,
+// temporary directories and processes inside its namespaces.
+func leftovers(id string, inodes []uint64) []string {
+	var out []string
+	names, _ := filepath.Glob(filepath.Join(NetnsDir, NSPrefix+id+"-*"))
+	out = append(out, names...)
+	if _, err := os.Stat(filepath.Join(StateDir, id+".json")); err == nil {
+		out = append(out, filepath.Join(StateDir, id+".json"))
+	}
+	dirs, _ := filepath.Glob(filepath.Join(TempBase, "lowlat-lab-"+id+"-*"))
+	out = append(out, dirs...)
+	for _, ino := range inodes {
+		for _, pid := range procsInNetns(ino) {
+			out = append(out, fmt.Sprintf("process %d in namespace inode %d", pid, ino))
+		}
+	}
+	return out
+}
+
+func checkClean(t *testing.T, id string, links []string, inodes ...uint64) {
+	t.Helper()
+	if l := leftovers(id, inodes); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+	if got := hostLinks(t); !slices.Equal(got, links) {
+		t.Errorf("host interfaces changed: %v, were %v", got, links)
+	}
+}
+
+// needFeature tries a qdisc kind in a scratch namespace: a kernel without it
+// skips the test here and fails it where LOWLAT_REQUIRE_QDISCS names it (the
+// VM).
+func needFeature(t *testing.T, kinds ...string) {
+	t.Helper()
+	ns := testnet.New(t)
+	ns.Veth(t, "ft0", "ft1", nil, 1)
+	for _, k := range kinds {
+		err := ns.Do(func() error {
+			l, err := netlink.LinkByName("ft0")
+			if err != nil {
+				return err
+			}
+			return qdisc.Probe(l.Attrs().Index, k)
+		})
+		testnet.NeedFeature(t, k, err)
+	}
+}
+
+func hasQdisc(t *testing.T, kind string) bool {
+	t.Helper()
+	ns := testnet.New(t)
+	ns.Veth(t, "fq0", "fq1", nil, 1)
+	return ns.Do(func() error {
+		l, err := netlink.LinkByName("fq0")
+		if err != nil {
+			return err
+		}
+		return qdisc.Probe(l.Attrs().Index, kind)
+	}) == nil
+}
+
+// knownMiss is an expectation that misses for a reason understood and
+// written down in docs/lab.md ("Figures"). applies says whether the reason
+// holds for this run; everything else must hold, and a test fails on any
+// other miss.
+type knownMiss struct {
+	why     string
+	applies func(r *Result, v *VariantResult) bool
+}
+
+func always(*Result, *VariantResult) bool { return true }
+
+// plainTBF: capped-uplink fell back to tbf without an AQM leaf (no cake,
+// no fq_codel on this kernel).
+func plainTBF(_ *Result, v *VariantResult) bool {
+	return slices.ContainsFunc(v.Changes, func(c KnobChange) bool {
+		return strings.HasSuffix(c.Knob, "/root") && strings.HasPrefix(c.After, "tbf ") && !strings.Contains(c.After, "leaf")
+	})
+}
+
+func withNetem(r *Result, _ *VariantResult) bool { return !slices.Contains(r.Kernel.Missing, "netem") }
+
+var knownMisses = map[string]knownMiss{
+	"bufferbloat-uplink/capped-uplink/derived.added_p99_ms": {plainTBFFallback, plainTBF},
+	"bufferbloat-uplink/bbr/derived.loaded_p50_ms":          {"BBR (v1) keeps about 2 BDP plus three TSO bursts in flight per flow: 4 flows at 2 Mbit/s hold ~300 ms in the provider's buffer; the runbook's one scp flow would hold about a quarter of that", withNetem},
+	"bufferbloat-uplink/runbook-tbf/derived.added_p99_ms":   {"TCP small queues: a sender's own flows may each keep only ~2 packets in its local qdisc, so 4 flows at 40 ms RTT fill the runbook's tbf to ~100 ms, not to its 300 ms limit (on a path without delay the pacing-based limit is large and the tbf fills: 310 ms)", withNetem},
+	"game-egress/baseline/derived.game_added_p99_ms":        {"TCP small queues keep a host's own 4 download flows at ~2 packets each in its NIC queue: the FIFO adds ~15-35 ms (runbook 000 measured 21 ms p99 before its fix), not hundreds of ms", always},
+	"first-frame/initcwnd-40/derived.last_byte_1m_rtts":     {"some 1 MB transfers take a round or more longer (receiver window growth): the median sits between 6.0 and 7.2 RTT from run to run", withNetem},
+	"first-frame/initcwnd-40+tfo/derived.last_byte_1m_rtts": {"TFO brings the first byte one RTT sooner, but the 1 MB transfer after a Fast Open handshake ends no earlier (measured 0.7 RTT later on 6.1 with cubic)", withNetem},
+}
+
+const plainTBFFallback = "without cake or fq_codel, capped-uplink falls back to a plain tbf with 20 ms of latency; its limit plus the 3 KB burst hold up to ~33 ms at 1.8 Mbit/s, so p99 lands near 27 ms"
+
+// runScenario runs a scenario and checks it: every variant ran, every
+// verdict agrees with the figure it judges, and expectations hold except
+// known misses. Timing-sensitive scenarios get one retry with the reason
+// logged.
+func runScenario(t *testing.T, name string, opts Options, retry bool) *Result {
+	t.Helper()
+	allowCongestion(t)
+	links := hostLinks(t)
+	for attempt := 1; ; attempt++ {
+		opts.ID = testID(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		var steps []string
+		opts.Progress = func(s Step) { steps = append(steps, s.Variant+": "+s.Phase) }
+		r, err := Run(ctx, name, opts)
+		cancel()
+		checkClean(t, opts.ID, links)
+		if err != nil {
+			t.Fatalf("lab run %s: %v", name, err)
+		}
+		if len(steps) == 0 {
+			t.Error("no progress reported")
+		}
+		var b bytes.Buffer
+		WriteText(&b, r, false)
+		t.Logf("attempt %d:\n%s", attempt, b.String())
+		unexpected := checkResult(t, r)
+		if len(unexpected) == 0 {
+			return r
+		}
+		if !retry || attempt == 2 {
+			t.Errorf("expectations missed: %s", strings.Join(unexpected, "; "))
+			return r
+		}
+		t.Logf("retrying once: timing on a shared 2-core machine (%s)", strings.Join(unexpected, "; "))
+	}
+}
+
+// checkResult checks verdict consistency and returns the unexpected misses.
+func checkResult(t *testing.T, r *Result) []string {
+	t.Helper()
+	var unexpected []string
+	for _, v := range r.Variants {
+		if v.Status != StatusRan {
+			unexpected = append(unexpected, v.Name+" did not run: "+v.Why)
+			continue
+		}
+		if v.Timeline == nil || len(v.Timeline.Points) == 0 {
+			t.Errorf("%s: no RTT timeline", v.Name)
+		}
+		if v.CDF == "" || len(histCDF(v.Metrics, v.CDF)) < 2 {
+			t.Errorf("%s: no CDF from %q", v.Name, v.CDF)
+		}
+		for _, e := range v.Expectations {
+			if e.Observed == nil {
+				unexpected = append(unexpected, fmt.Sprintf("%s: %s not measured", v.Name, e.Metric))
+				continue
+			}
+			x := Expect{Op: e.Op}
+			switch val := e.Value.(type) {
+			case float64:
+				x.Value = val
+			case []float64:
+				x.Value, x.Max = val[0], val[1]
+			}
+			if x.holds(*e.Observed) != e.Pass {
+				t.Errorf("%s: verdict %v for %s = %g against %v", v.Name, e.Pass, e.Metric, *e.Observed, e.Value)
+			}
+			key := r.Scenario + "/" + v.Name + "/" + e.Metric
+			if !e.Pass {
+				if km, ok := knownMisses[key]; ok && km.applies(r, &v) {
+					t.Logf("known miss %s = %g (%s): %s", key, *e.Observed, e.Desc, km.why)
+					continue
+				}
+				unexpected = append(unexpected, fmt.Sprintf("%s = %g, want %s %v (%s)", key, *e.Observed, e.Op, e.Value, e.Desc))
+			}
+		}
+	}
+	return unexpected
+}
+
+// allowCongestion lets the lab's namespaces choose every congestion control
+// the kernel has, in the VM only: the guest is a throwaway machine standing
+// in for a host that would set them in its own namespace (lab vm does the
+// same). On a real host the lab never changes this host-wide list.
+func allowCongestion(t *testing.T) {
+	t.Helper()
+	if !inVM() {
+		return
+	}
+	const allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+	old, err := os.ReadFile(allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(allowed, avail, 0); err != nil {
+		t.Fatalf("allow %s in namespaces: %v", strings.TrimSpace(string(avail)), err)
+	}
+	t.Cleanup(func() { os.WriteFile(allowed, old, 0) })
+}
+
+func TestIntegrationNagleSmallMessages(t *testing.T) {
+	hostOnly(t)
+	needRoot(t)
+	r := runScenario(t, "nagle-small-messages", Options{}, true)
+	if len(r.Variants) != 4 {
+		t.Errorf("%d variants ran, want 4", len(r.Variants))
+	}
+	// realtime-tcp was applied by the engine and rolled back: it changed
+	// sysctls in the client namespace.
+	if v := r.Variants[1]; len(v.Changes) == 0 {
+		t.Errorf("%s: the engine changed nothing", v.Name)
+	}
+}
+
+func TestIntegrationBufferbloatUplink(t *testing.T) {
+	needRoot(t)
+	if !hasQdisc(t, "netem") {
+		if testnet.Required("netem") {
+			t.Fatal("kernel feature netem is required here but missing")
+		}
+		// This kernel: the variant without netem (tbf as the provider's
+		// queue, no base delay). BBR is left out: without a base delay its
+		// bandwidth samples come from back-to-back packets and the figure
+		// says nothing about BBR (docs/lab.md).
+		r := runScenario(t, "bufferbloat-uplink", Options{Variants: []string{"runbook-tbf", "capped-uplink"}}, true)
+		if !slices.Contains(r.Kernel.Missing, "netem") {
+			t.Errorf("kernel.missing %v does not name netem", r.Kernel.Missing)
+		}
+		if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "no netem") && strings.Contains(n, "no delay") }) {
+			t.Errorf("no note says the provider adds no delay: %v", r.Notes)
+		}
+		return
+	}
+	needFeature(t, "cake", "fq_codel", "netem")
+	runScenario(t, "bufferbloat-uplink", Options{}, true)
+}
+
+func TestIntegrationGameEgress(t *testing.T) {
+	needRoot(t)
+	needFeature(t, "fq_codel", "netem")
+	runScenario(t, "game-egress", Options{}, true)
+}
+
+func TestIntegrationFirstFrame(t *testing.T) {
+	needRoot(t)
+	needFeature(t, "netem", "fq")
+	r := runScenario(t, "first-frame", Options{}, true)
+	// The mechanisms, not just the figures: initcwnd was set per route by
+	// the engine, and repeat connections carried their request in the SYN.
+	for _, v := range r.Variants {
+		if v.Name == "initcwnd-40" && !slices.ContainsFunc(v.Changes, func(c KnobChange) bool {
+			return strings.HasPrefix(c.Knob, "route/") && strings.HasSuffix(c.Knob, "/initcwnd") && c.After == "40"
+		}) {
+			t.Errorf("initcwnd-40 changed %v", v.Changes)
+		}
+	}
+}
+
+// labCmd runs the lowlat binary.
+func labCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := lowlatBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(bin, args...)
+}
+
+// waitLine reads r until a line contains want, or fails after d.
+func waitLine(t *testing.T, lines <-chan string, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("output ended before %q", want)
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q within %s", want, d)
+		}
+	}
+}
+
+func startLab(t *testing.T, args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
+	t.Helper()
+	cmd := labCmd(t, args...)
+	pr, pw, _ := os.Pipe()
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, lines, &out
+}
+
+func nsInodes(t *testing.T, id string) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, r := range roles {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(NetnsDir, nsName(id, r)), &st); err != nil {
+			t.Fatalf("namespace %s: %v", nsName(id, r), err)
+		}
+		out = append(out, st.Ino)
+	}
+	return out
+}
+
+// SIGKILL in the middle of a measurement leaves the namespaces behind (that
+// is the point of the state file); lowlat lab clean removes them, the state
+// and the temporary directory, and nothing of it is left on the host.
+func TestIntegrationKilledRunThenClean(t *testing.T) {
+	hostOnly(t)
+	needRoot(t)
+	links := hostLinks(t)
+	id := testID(t)
+	cmd, lines, _ := startLab(t, "lab", "run", "bufferbloat-uplink", "--id", id, "--variant", "capped-uplink")
+	waitLine(t, lines, "baseline: measure", time.Minute)
+	time.Sleep(2 * time.Second) // flows running, sockets open in the namespaces
+	inodes := nsInodes(t, id)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if l := leftovers(id, nil); len(l) < 4 {
+		t.Fatalf("after SIGKILL only %v remain: the test no longer kills the run mid-way", l)
+	}
+	out, err := labCmd(t, "lab", "clean").CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab clean: %v\n%s", err, out)
+	}
+	for _, r := range roles {
+		if !strings.Contains(string(out), "removed namespace "+nsName(id, r)) {
+			t.Errorf("clean did not report %s:\n%s", nsName(id, r), out)
+		}
+	}
+	checkClean(t, id, links, inodes...)
+	out, _ = labCmd(t, "lab", "clean").CombinedOutput()
+	if strings.Contains(string(out), id) {
+		t.Errorf("a second clean still finds the run:\n%s", out)
+	}
+}
+
+// Ctrl-C: the run stops, says so in one line, exits 130 and removes
+// everything itself.
+func TestIntegrationInterruptedRun(t *testing.T) {
+	hostOnly(t)
+	needRoot(t)
+	links := hostLinks(t)
+	id := testID(t)
+	cmd, lines, out := startLab(t, "lab", "run", "nagle-small-messages", "--id", id)
+	waitLine(t, lines, "measure", time.Minute)
+	inodes := nsInodes(t, id)
+	var rest []string
+	go func() {
+		for l := range lines {
+			rest = append(rest, l)
+		}
+	}()
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("exit %v, want status 130", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if last := strings.Join(rest, "\n"); !strings.Contains(last, "interrupted") || !strings.Contains(last, "removed") {
+		t.Errorf("stderr does not say the run was interrupted and cleaned up:\n%s", last)
+	}
+	if out.Len() != 0 {
+		t.Errorf("an interrupted run printed a result:\n%s", out)
+	}
+	checkClean(t, id, links, inodes...)
+}
+
+func TestIntegrationBadInput(t *testing.T) {
+	hostOnly(t)
+	needRoot(t)
+	links := hostLinks(t)
+	run := func(t *testing.T, cmd *exec.Cmd, code int, want string) string {
+		t.Helper()
+		var stderr, stdout bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &stderr, &stdout
+		err := cmd.Run()
+		got := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			got = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if got != code || !strings.Contains(msg, want) || strings.Count(msg, "\n") > 0 {
+			t.Errorf("exit %d, stderr %q; want exit %d and one line containing %q", got, msg, code, want)
+		}
+		return msg
+	}
+	t.Run("unknown scenario", func(t *testing.T) {
+		run(t, labCmd(t, "lab", "run", "no-such"), 2, `unknown scenario "no-such" (known: bufferbloat-uplink, cross-border-jitter, first-frame, game-egress, nagle-small-messages)`)
+		run(t, labCmd(t, "lab", "vm", "no-such"), 2, `unknown scenario "no-such"`)
+	})
+	t.Run("unknown variant", func(t *testing.T) {
+		run(t, labCmd(t, "lab", "run", "first-frame", "--variant", "nope", "--quiet"), 2, `has no variant "nope"`)
+	})
+	t.Run("not root", func(t *testing.T) {
+		cmd := labCmd(t, "lab", "run", "nagle-small-messages", "--id", "notroot")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		run(t, cmd, 1, "must run as root")
+		if l := leftovers("notroot", nil); len(l) > 0 {
+			t.Errorf("left %v", l)
+		}
+	})
+	t.Run("namespace name taken", func(t *testing.T) {
+		id := testID(t)
+		taken := nsName(id, "provider")
+		if err := exec.Command("ip", "netns", "add", taken).Run(); err != nil {
+			t.Fatalf("ip netns add: %v", err)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", taken).Run() })
+		run(t, labCmd(t, "lab", "run", "nagle-small-messages", "--id", id, "--quiet"), 1, "already taken")
+		if _, err := os.Stat(filepath.Join(NetnsDir, taken)); err != nil {
+			t.Errorf("the lab removed a namespace it did not make: %v", err)
+		}
+		exec.Command("ip", "netns", "del", taken).Run()
+		checkClean(t, id, links)
+	})
+	t.Run("qemu missing", func(t *testing.T) {
+		cmd := labCmd(t, "lab", "vm", "nagle-small-messages")
+		cmd.Env = append(os.Environ(), "PATH=/nonexistent")
+		run(t, cmd, 1, "apt-get install qemu-system-x86")
+	})
+	t.Run("kernel missing", func(t *testing.T) {
+		if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+			t.Skip("needs qemu to get past the qemu check")
+		}
+		run(t, labCmd(t, "lab", "vm", "nagle-small-messages", "--kernel", "/nonexistent/vmlinuz"), 1, "/nonexistent/vmlinuz")
+		// No kernel cached and no apt to fetch one: the message names the package.
+		qemu, _ := exec.LookPath("qemu-system-x86_64")
+		bin := t.TempDir()
+		os.Symlink(qemu, filepath.Join(bin, "qemu-system-x86_64"))
+		cmd := labCmd(t, "lab", "vm", "nagle-small-messages")
+		cmd.Env = append(os.Environ(), "PATH="+bin, "LOWLAT_VM_CACHE="+t.TempDir())
+		run(t, cmd, 1, "linux-image-6.1.0")
+	})
+}
