@@ -29,7 +29,10 @@ run() { # where scenario
 	fi
 	rc=$?
 	t1=$(date +%s.%N)
-	printf '%-22s %-4s exit %d  %6.1f s wall  %s\n' "$s" "$where" "$rc" "$(echo "$t1 - $t0" | bc)" "$(tail -1 "$OUT/$s.$where.txt" 2>/dev/null || tail -1 "$OUT/$s.$where.err")"
+	local last
+	last=$(tail -1 "$OUT/$s.$where.txt" 2>/dev/null)
+	[ -n "$last" ] || last=$(tail -1 "$OUT/$s.$where.err" 2>/dev/null)
+	printf '%-22s %-4s exit %d  %6.1f s wall  %s\n' "$s" "$where" "$rc" "$(echo "$t1 - $t0" | bc)" "$last"
 }
 
 echo "== wall time and verdict per run"

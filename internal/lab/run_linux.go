@@ -85,11 +85,29 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res, err := run(ctx, sc, st, &opts)
-	if errors.Is(err, context.Canceled) || (err != nil && ctx.Err() != nil) {
+	var ce *cleanupError
+	switch {
+	case errors.As(err, &ce) && ctx.Err() != nil:
+		err = fmt.Errorf("lab %s: %w, and cleaning up failed: %v", name, ErrInterrupted, ce.err)
+	case errors.As(err, &ce):
+	case err != nil && ctx.Err() != nil:
 		err = fmt.Errorf("lab %s: %w; everything the run made was removed", name, ErrInterrupted)
 	}
 	return res, err
 }
+
+// cleanupError is a run whose removal of its own namespaces or files failed;
+// it names what 'lowlat lab clean' will still find.
+type cleanupError struct{ err, cause error }
+
+func (e *cleanupError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%v; cleanup: %v", e.cause, e.err)
+	}
+	return e.err.Error()
+}
+
+func (e *cleanupError) Unwrap() error { return e.cause }
 
 func run(ctx context.Context, sc *Scenario, st *state, opts *Options) (res *Result, err error) {
 	start := time.Now()
@@ -114,8 +132,8 @@ func run(ctx context.Context, sc *Scenario, st *state, opts *Options) (res *Resu
 				errs = append(errs, rerr.Error())
 			}
 		}
-		if len(errs) > 0 && err == nil {
-			err = fmt.Errorf("lab: cleanup: %s (run 'lowlat lab clean')", strings.Join(errs, "; "))
+		if len(errs) > 0 {
+			err = &cleanupError{err: fmt.Errorf("lab: cleanup: %s (run 'lowlat lab clean')", strings.Join(errs, "; ")), cause: err}
 		}
 	}()
 	if err := st.save(); err != nil {
