@@ -110,6 +110,14 @@ func captureTree(r Root, dstDir string) (*Facts, error) {
 	if err := rec.writeTree(dstDir); err != nil {
 		return nil, fmt.Errorf("capture tree %s: %w", dstDir, err)
 	}
+	// systemd is detected by a directory: keep it when the tree travels
+	// through git or an archiver that drops empty directories.
+	if f.Systemd {
+		keep := filepath.Join(dstDir, "run", "systemd", "system", TreeKeepFile)
+		if err := os.WriteFile(keep, []byte(TreeKeepText), 0o644); err != nil {
+			return nil, fmt.Errorf("capture tree %s: %w", dstDir, err)
+		}
+	}
 	// Keep read-only sysctls read-only in the tree, so reading it back tells
 	// the same story (a namespace's read-only net.core limits).
 	for _, name := range f.ReadOnlySysctls {
@@ -207,3 +215,11 @@ func WriteStaticNetlink(dir string, f *Facts) error {
 	}
 	return nil
 }
+
+// TreeKeepFile is written into directories of a captured tree that matter by
+// their existence alone (/run/systemd/system), so they survive git and
+// archivers that drop empty directories.
+const TreeKeepFile = ".lowlat-keep"
+
+// TreeKeepText is its content.
+const TreeKeepText = "kept by lowlat capture: this directory's existence is a fact\n"

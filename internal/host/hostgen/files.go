@@ -375,7 +375,9 @@ func (g *gen) misc() {
 		g.t.file(fmt.Sprintf("/proc/%d/comm", pid), "%s\n", comm)
 	}
 	if s.Systemd {
-		g.t.dir("/run/systemd/system")
+		// A file keeps the directory in git (it does not store empty ones);
+		// systemd detection only asks whether the directory exists.
+		g.t.file("/run/systemd/system/"+host.TreeKeepFile, "%s", host.TreeKeepText)
 	}
 	if s.OSRelease != "" {
 		g.t.file("/etc/os-release", "%s", s.OSRelease)
