@@ -174,6 +174,10 @@ func (r *Reflector) Listen(ctx context.Context, addr string) error {
 		return fmt.Errorf("reflector: listen %q: %w", addr, err)
 	}
 	lc := net.ListenConfig{Control: listenControl}
+	// Plain TCP: Go 1.24+ listens with MPTCP by default where the kernel has
+	// it, which changes the stack being measured and breaks TCP Fast Open on
+	// 6.1 kernels (the lab caught it).
+	lc.SetMultipathTCP(false)
 	for try := 0; ; try++ {
 		ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, port))
 		if err != nil {
