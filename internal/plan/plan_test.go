@@ -136,10 +136,10 @@ func TestPlanRules(t *testing.T) {
 	}
 
 	// capped-uplink on this kernel: no cake, no fq_codel, so the last fallback
-	// (tbf that drops after 20 ms) is chosen and says why.
+	// (a tbf whose whole queue drains in 20 ms) is chosen and says why.
 	p, _ = Make(vm, resolve(t, "capped-uplink", map[string]string{"rate": "2mbit"}), Options{})
 	c := find(p, "qdisc/eth0/root")
-	if c == nil || !c.Supported || c.Desired != "tbf rate 1800kbit burst 3028 latency 20ms" || !strings.Contains(c.Note, "fallback") {
+	if c == nil || !c.Supported || c.Desired != "tbf rate 1800kbit burst 3028 latency 6500us" || !strings.Contains(c.Note, "fallback") {
 		t.Errorf("capped-uplink root on virtio-vm: %+v", c)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBuiltinsResolve(t *testing.T) {
@@ -199,5 +200,13 @@ func TestCodelTarget(t *testing.T) {
 	}
 	if TbfBurst(1e9) != 125000 || TbfBurst(2e6) != 3028 {
 		t.Error("TbfBurst")
+	}
+	// The plain tbf's whole queue (latency + burst drain time) is 20 ms.
+	for _, r := range []uint64{1_800_000, 20e6, 1e9} {
+		l := TbfLatency(r)
+		drain := time.Duration(float64(TbfBurst(r)) * 8 / float64(r) * float64(time.Second))
+		if total := l + drain; total < 19*time.Millisecond || total > 21*time.Millisecond {
+			t.Errorf("rate %d: latency %v + burst drain %v = %v, want ~20ms", r, l, drain, total)
+		}
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/lowlat/lowlat/internal/qdisc"
 )
 
-// Values may use parameters: ${rate}, ${rate*0.9}, and two helpers for shapers:
+// Values may use parameters: ${rate}, ${rate*0.9}, and helpers for shapers:
 // ${codel_target(rate*0.9)} (CoDel's target raised to 1.5 MTU serialization
-// time at low rates, as sqm-scripts does; 5 ms otherwise) and
+// time at low rates, as sqm-scripts does; 5 ms otherwise),
 // ${tbf_burst(rate*0.9)} (2 MTU, or 1 ms of traffic at high rates, so the
-// shaper neither bursts at low rates nor starves its timer at high ones).
+// shaper neither bursts at low rates nor starves its timer at high ones) and
+// ${tbf_latency(rate*0.9)} (tbf's latency such that its whole queue, bucket
+// included, drains in MaxTbfQueue).
 var templateRE = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 var exprRE = regexp.MustCompile(`^\s*(?:([a-z_]+)\(\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:\*\s*([0-9]*\.?[0-9]+)\s*)?(\))?\s*$`)
@@ -42,9 +44,9 @@ func parseExpr(s string) (expr, error) {
 		e.factor = f
 	}
 	switch e.fn {
-	case "", "codel_target", "tbf_burst":
+	case "", "codel_target", "tbf_burst", "tbf_latency":
 	default:
-		return expr{}, fmt.Errorf("unknown function %s() in ${%s} (known: codel_target, tbf_burst)", e.fn, s)
+		return expr{}, fmt.Errorf("unknown function %s() in ${%s} (known: codel_target, tbf_burst, tbf_latency)", e.fn, s)
 	}
 	return e, nil
 }
@@ -53,7 +55,7 @@ func parseExpr(s string) (expr, error) {
 // can be checked before parameters are known.
 func placeholder(section string, e expr) string {
 	switch e.fn {
-	case "codel_target":
+	case "codel_target", "tbf_latency":
 		return "5ms"
 	case "tbf_burst":
 		return "3028"
@@ -171,6 +173,8 @@ func expand(v string, params map[string]string, types map[string]string) (string
 			return qdisc.FormatTime(CodelTarget(rate))
 		case "tbf_burst":
 			return qdisc.FormatSize(TbfBurst(rate))
+		case "tbf_latency":
+			return qdisc.FormatTime(TbfLatency(rate))
 		}
 		return qdisc.FormatRate(rate)
 	})
@@ -187,6 +191,23 @@ func CodelTarget(rateBits uint64) time.Duration {
 		t = max(t, ser)
 	}
 	return (t + 99*time.Microsecond) / (100 * time.Microsecond) * (100 * time.Microsecond)
+}
+
+// MaxTbfQueue is the longest a packet waits in a plain tbf shaper sized by
+// TbfLatency: its whole queue (limit) drains in this time.
+const MaxTbfQueue = 20 * time.Millisecond
+
+// TbfLatency is tbf's latency parameter for a shaper without an AQM leaf,
+// chosen so that latency plus the bucket's own drain time (burst/rate) is
+// MaxTbfQueue: tbf's byte limit is rate*latency + burst, so a tail packet can
+// wait that long. At least 2 ms, so the queue holds a packet or two.
+func TbfLatency(rateBits uint64) time.Duration {
+	if rateBits == 0 {
+		return MaxTbfQueue
+	}
+	burst := time.Duration(float64(TbfBurst(rateBits)) * 8 / float64(rateBits) * float64(time.Second))
+	l := max(MaxTbfQueue-burst, 2*time.Millisecond)
+	return l.Round(100 * time.Microsecond)
 }
 
 // TbfBurst is a token bucket size for the rate: two MTUs, or 1 ms of traffic.
