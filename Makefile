@@ -26,7 +26,11 @@ DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time c
 VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets
 VM_MODULES := inet_diag tcp_diag
 
-FUZZTIME ?= 15s
+# Fuzz budgets are execution counts, not durations: a duration -fuzztime can
+# fail with "context deadline exceeded" at its boundary on a loaded machine
+# (a race in Go's fuzz coordinator, golang/go#75804, fixed in Go 1.27).
+# 200,000 executions take 6-10 s per target here.
+FUZZTIME ?= 200000x
 
 .PHONY: build doctor test deps check unit fuzz vmtest bench clean
 
