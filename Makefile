@@ -17,13 +17,14 @@ BIN := bin/lowlat
 # reads, qemu/busybox/xz for the stock-kernel VM, cpio to cross-check the
 # initramfs writer, ethtool and time for fixtures and benchmarks, gcc and
 # python3 for the socket-audit helper programs, nginx and haproxy (run only in
-# test namespaces with temporary configs) for the proxy checks.
+# test namespaces with temporary configs) for the proxy checks, chromium to
+# render the lab's HTML report headless.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
-	gcc python3 nginx-light libnginx-mod-stream haproxy
+	gcc python3 nginx-light libnginx-mod-stream haproxy chromium
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).
-VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets
+VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/lab
 VM_MODULES := inet_diag tcp_diag
 
 # Fuzz budgets are execution counts, not durations: a duration -fuzztime can
@@ -32,7 +33,7 @@ VM_MODULES := inet_diag tcp_diag
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor test deps check unit fuzz vmtest bench clean
+.PHONY: build doctor test deps check unit fuzz vmtest bench bench-lab clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -71,7 +72,7 @@ fuzz:
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzDecodeDiag -fuzztime $(FUZZTIME)
 
 vmtest:
-	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) $(addprefix -module ,$(VM_MODULES)) -timeout 25m
+	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) $(addprefix -module ,$(VM_MODULES)) -timeout 30m
 
 test: deps check unit fuzz vmtest
 
@@ -80,6 +81,10 @@ bench: build
 	bash bench/probe/run.sh
 	bash bench/nic/run.sh
 	bash bench/sockets/run.sh
+
+# The lab's scenarios on this host and in the VM, with figures (~12 min, root).
+bench-lab: build
+	bash bench/lab/run.sh
 
 clean:
 	rm -rf bin
