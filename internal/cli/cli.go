@@ -151,7 +151,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
+				// flag already printed the usage (through fs.Usage).
 				return nil, errHelp
 			}
 			return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: %v (see 'lowlat %s --help')", fs.Name(), err, fs.Name())}
