@@ -185,11 +185,11 @@ func withNetem(r *Result, _ *VariantResult) bool { return !slices.Contains(r.Ker
 
 var knownMisses = map[string]knownMiss{
 	"bufferbloat-uplink/capped-uplink/derived.goodput_share": {plainTBFFallback, plainTBF},
-	"bufferbloat-uplink/bbr/derived.loaded_p50_ms":          {"BBR (v1) keeps about 2 BDP plus three TSO bursts in flight per flow: 4 flows at 2 Mbit/s hold ~300 ms in the provider's buffer; the runbook's one scp flow would hold about a quarter of that", withNetem},
-	"bufferbloat-uplink/runbook-tbf/derived.added_p99_ms":   {"TCP small queues: a sender's own flows may each keep only ~2 packets in its local qdisc, so 4 flows at 40 ms RTT fill the runbook's tbf to ~100 ms, not to its 300 ms limit (on a path without delay the pacing-based limit is large and the tbf fills: 310 ms)", withNetem},
-	"game-egress/baseline/derived.game_added_p99_ms":        {"TCP small queues keep a host's own 4 download flows at ~2 packets each in its NIC queue: the FIFO adds ~15-35 ms (runbook 000 measured 21 ms p99 before its fix), not hundreds of ms", always},
-	"first-frame/initcwnd-40/derived.last_byte_1m_rtts":     {"some 1 MB transfers take a round or more longer (receiver window growth): the median sits between 6.0 and 7.2 RTT from run to run", withNetem},
-	"first-frame/initcwnd-40+tfo/derived.last_byte_1m_rtts": {"TFO brings the first byte one RTT sooner, but the 1 MB transfer after a Fast Open handshake ends no earlier (measured 0.7 RTT later on 6.1 with cubic)", withNetem},
+	"bufferbloat-uplink/bbr/derived.loaded_p50_ms":           {"BBR (v1) keeps about 2 BDP plus three TSO bursts in flight per flow: 4 flows at 2 Mbit/s hold ~300 ms in the provider's buffer; the runbook's one scp flow would hold about a quarter of that", withNetem},
+	"bufferbloat-uplink/runbook-tbf/derived.added_p99_ms":    {"TCP small queues: a sender's own flows may each keep only ~2 packets in its local qdisc, so 4 flows at 40 ms RTT fill the runbook's tbf to ~100 ms, not to its 300 ms limit (on a path without delay the pacing-based limit is large and the tbf fills: 310 ms)", withNetem},
+	"game-egress/baseline/derived.game_added_p99_ms":         {"TCP small queues keep a host's own 4 download flows at ~2 packets each in its NIC queue: the FIFO adds ~15-35 ms (runbook 000 measured 21 ms p99 before its fix), not hundreds of ms", always},
+	"first-frame/initcwnd-40/derived.last_byte_1m_rtts":      {"some 1 MB transfers take a round or more longer (receiver window growth): the median sits between 6.0 and 7.2 RTT from run to run", withNetem},
+	"first-frame/initcwnd-40+tfo/derived.last_byte_1m_rtts":  {"TFO brings the first byte one RTT sooner, but the 1 MB transfer after a Fast Open handshake ends no earlier (measured 0.7 RTT later on 6.1 with cubic)", withNetem},
 }
 
 const plainTBFFallback = "without cake or fq_codel, capped-uplink falls back to a plain tbf whose whole queue drains in 20 ms (3 packets at 1.8 Mbit/s): the delay bound holds, but 4 flows sharing 3 packets of drop-tail queue lose together and some stall in retransmission timeouts, so goodput lands near 77 % of the cap; cake or fq_codel (the profile's first choices, used in the VM) meet both bounds"
