@@ -66,6 +66,10 @@ func initScript(p initParams) (string, error) {
 	for _, m := range p.modules {
 		w("insmod %s || lowlat_fail %s", shellQuote(m), shellQuote("insmod "+m+" failed"))
 	}
+	// PID 1 starts with the kernel's default of 1024/4096 open files; a host
+	// gives its tests far more (Go raises the soft limit to the hard one), and
+	// tests that hold thousands of sockets need it here too.
+	w("ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null")
 	w("cd %s || lowlat_fail %s", shellQuote(p.dir), shellQuote("cd "+p.dir))
 	cmd := []string{"env", "-i"}
 	for _, kv := range p.env {
