@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,40 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var binDir string
+func TestMain(m *testing.M) { testnet.Main(m) }
 
-func TestMain(m *testing.M) {
-	testnet.Main(m, func() {
-		if binDir != "" {
-			os.RemoveAll(binDir)
-		}
-	})
-}
-
-// lowlatBin builds lowlat once, with the test hooks (kill -9 at a chosen write,
-// a pretend boot id) compiled in. $LOWLAT_BIN overrides (the VM run passes a
-// binary built the same way).
-var lowlatBin = sync.OnceValues(func() (string, error) {
-	if p := os.Getenv("LOWLAT_BIN"); p != "" {
-		return p, nil
-	}
-	dir, err := os.MkdirTemp("", "lowlat-test-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	// Readable and executable for the not-root test.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "lowlat")
-	cmd := exec.Command("go", "build", "-tags", "lowlat_testhooks", "-o", out, "github.com/lowlat/lowlat/cmd/lowlat")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return out, nil
-})
+// lowlatBin is the lowlat binary the tests drive (see testnet.Lowlat).
+var lowlatBin = testnet.Lowlat
 
 // world is a namespace with an uplink veth, an address and a default route, a
 // private journal, and a place for persistence files.

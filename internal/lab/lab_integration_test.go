@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,36 +32,10 @@ import (
 // (go run ./test/vmtest -pkg ./internal/lab) the full bufferbloat-uplink,
 // game-egress and first-frame, where a missing feature is a failure.
 
-var binDir string
+func TestMain(m *testing.M) { testnet.Main(m) }
 
-func TestMain(m *testing.M) {
-	testnet.Main(m, func() {
-		if binDir != "" {
-			os.RemoveAll(binDir)
-		}
-	})
-}
-
-var lowlatBin = sync.OnceValues(func() (string, error) {
-	if p := os.Getenv("LOWLAT_BIN"); p != "" {
-		return p, nil
-	}
-	dir, err := os.MkdirTemp("", "lowlat-labtest-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "lowlat")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/lowlat/lowlat/cmd/lowlat")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return out, nil
-})
+// lowlatBin is the lowlat binary the tests drive (see testnet.Lowlat).
+var lowlatBin = testnet.Lowlat
 
 func inVM() bool { return os.Getenv("LOWLAT_IN_VM") != "" }
 

@@ -188,6 +188,7 @@ func Main(m *testing.M, cleanups ...func()) {
 	for _, c := range cleanups {
 		c()
 	}
+	removeBinary()
 	os.Exit(code)
 }
 
