@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -437,15 +436,5 @@ func checkListenOverflows(f *host.Facts, _ Options) []Finding {
 			Source:   "001",
 		})
 	}
-	return out
-}
-
-// IDs lists every check id, sorted.
-func IDs() []string {
-	var out []string
-	for _, c := range Checks {
-		out = append(out, c.ID)
-	}
-	sort.Strings(out)
 	return out
 }

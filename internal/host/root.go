@@ -351,10 +351,6 @@ func (r Root) Stat(p string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// readFile reads a whole file. Files in /proc and /sys report size 0, so it
-// never trusts a stat size (see readFileFlags).
-func readFile(name string) ([]byte, error) { return readFileFlags(name, 0) }
-
 // recorder remembers what was read through a Root, by resolved host path.
 type recorder struct {
 	mu    sync.Mutex

@@ -81,15 +81,6 @@ func (n *NS) Do(f func() error) error {
 	})
 }
 
-// Inode identifies the namespace (what /proc/PID/ns/net links to).
-func (n *NS) Inode() uint64 {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(n.handle), &st); err != nil {
-		return 0
-	}
-	return st.Ino
-}
-
 // close releases the handle and removes the name; the kernel frees the
 // namespace, with its veths, ifbs, qdiscs and routes, once nothing holds it.
 func (n *NS) close() error {

@@ -351,18 +351,6 @@ func congestionNote(want, allowed string) string {
 	return fmt.Sprintf("the senders start with reno instead of %s: this host lets network namespaces choose only %q (net.ipv4.tcp_allowed_congestion_control, set for the whole host; the lab does not change it)", want, allowed)
 }
 
-// deleteRoot removes dev's root qdisc (the kernel attaches its default).
-func deleteRoot(dev string) error {
-	l, err := netlink.LinkByName(dev)
-	if err != nil {
-		return err
-	}
-	if err := qdisc.DeleteRoot(l.Attrs().Index); err != nil {
-		return fmt.Errorf("%s: delete root qdisc: %w", dev, err)
-	}
-	return nil
-}
-
 // rxStats is what an interface received over a span.
 type rxStats struct {
 	// Mbps counts whole frames; PayloadMbps takes 66 bytes of Ethernet, IP

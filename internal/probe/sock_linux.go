@@ -131,25 +131,6 @@ func tosCmsg(b []byte, v6 bool, tos uint8) []byte {
 // tosCmsgSpace is the room tosCmsg needs.
 var tosCmsgSpace = unix.CmsgSpace(4)
 
-// setTOS sets the DSCP (shifted into the TOS/traffic class byte) on a socket.
-func setTOS(rc syscall.RawConn, v6 bool, dscp int) error {
-	var serr error
-	err := rc.Control(func(fd uintptr) {
-		if v6 {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, dscp<<2)
-		} else {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp<<2)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("set DSCP %d: %w", dscp, serr)
-	}
-	return nil
-}
-
 // listenControl enables TCP Fast Open on a listener (queue of 1024 pending
 // SYN-with-data requests). Whether the kernel accepts data in the SYN still
 // depends on net.ipv4.tcp_fastopen having the server bit (0x2).

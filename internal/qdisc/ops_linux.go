@@ -230,18 +230,6 @@ func htbClass(ifindex int, handle uint32, want Spec) error {
 	return nil
 }
 
-// DeleteRoot removes the root qdisc, letting the kernel attach its default.
-func DeleteRoot(ifindex int) error {
-	t, err := Read(ifindex)
-	if err != nil {
-		return err
-	}
-	if t.Root.Default {
-		return nil
-	}
-	return modify(unix.RTM_DELQDISC, 0, ifindex, HandleRoot, t.RootHandle, nil)
-}
-
 // Probe reports whether the kernel accepts a qdisc of the given kind, by
 // creating one on the given (scratch) interface and deleting it again. Callers
 // use a device in a throwaway network namespace.

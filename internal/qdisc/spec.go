@@ -672,10 +672,6 @@ func sameValue(k kind, key, a, b string) bool {
 	return false
 }
 
-// Normalize returns s with input-only options replaced by what the kernel keeps
-// (tbf latency -> limit), so it can be written and later compared.
-func Normalize(s Spec) Spec { return normalize(s) }
-
 // HasOption reports whether key is a canonical option of kind.
 func HasOption(kind, key string) bool {
 	for _, p := range Kinds[kind].params {
