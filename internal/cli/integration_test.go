@@ -477,12 +477,7 @@ func normHandles(s string) string { return handleRE.ReplaceAllString(s, "H:") }
 
 func journalState(t *testing.T, path string) *journal.State {
 	t.Helper()
-	j, err := journal.Open(path, journal.ReadOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	st, err := j.Load()
+	st, err := journal.ReadState(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -356,3 +356,13 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// ReadState opens the journal at path read-only, replays it and closes it.
+func ReadState(path string) (*State, error) {
+	j, err := Open(path, ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	return j.Load()
+}

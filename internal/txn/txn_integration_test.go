@@ -160,12 +160,7 @@ func TestIntegrationValidationBeforeAnyWrite(t *testing.T) {
 
 func loadState(t *testing.T, path string) *journal.State {
 	t.Helper()
-	j, err := journal.Open(path, journal.ReadOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	st, err := j.Load()
+	st, err := journal.ReadState(path)
 	if err != nil {
 		t.Fatal(err)
 	}
