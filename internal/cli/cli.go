@@ -178,3 +178,37 @@ func positional(fs *flag.FlagSet, pos []string, min, max int, what string) error
 	}
 	return nil
 }
+
+// sub is one sub-command of a command group ("probe udp", "lab run").
+type sub struct {
+	name string
+	run  func(ctx context.Context, env *Env, args []string) error
+}
+
+// dispatch runs the sub-command args[0] of a group: no argument prints the
+// usage on stderr and exits 2, --help prints it on stdout, an unknown name is
+// a one-line usage error naming the noun ("kind", "command") and the choices.
+func dispatch(ctx context.Context, env *Env, group, usage, noun string, subs []sub, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return &ExitError{Code: 2}
+	}
+	var names []string
+	for _, s := range subs {
+		if s.name == args[0] {
+			return s.run(ctx, env, args[1:])
+		}
+		names = append(names, s.name)
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(env.Stdout, usage)
+		return nil
+	}
+	return &ExitError{Code: 2, Err: fmt.Errorf("%s: unknown %s %q (%s)", group, noun, args[0], strings.Join(names, ", "))}
+}
+
+// withoutCtx adapts a sub-command that needs no context.
+func withoutCtx(f func(*Env, []string) error) func(context.Context, *Env, []string) error {
+	return func(_ context.Context, env *Env, args []string) error { return f(env, args) }
+}

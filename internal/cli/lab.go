@@ -33,26 +33,9 @@ Run 'lowlat lab <command> --help' for flags. See docs/lab.md.
 `
 
 func runLab(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, labUsage)
-		return &ExitError{Code: 2}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(env.Stdout, labUsage)
-		return nil
-	case "list":
-		return labList(env, args[1:])
-	case "run":
-		return labRun(ctx, env, args[1:])
-	case "vm":
-		return labVM(ctx, env, args[1:])
-	case "report":
-		return labReport(env, args[1:])
-	case "clean":
-		return labClean(env, args[1:])
-	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("lab: unknown command %q (list, run, vm, report, clean)", args[0])}
+	return dispatch(ctx, env, "lab", labUsage, "command", []sub{
+		{"list", withoutCtx(labList)}, {"run", labRun}, {"vm", labVM}, {"report", withoutCtx(labReport)}, {"clean", withoutCtx(labClean)},
+	}, args)
 }
 
 func labList(env *Env, args []string) error {

@@ -34,26 +34,9 @@ The other end runs 'lowlat reflector'. Run 'lowlat probe <kind> --help' for flag
 `
 
 func runProbe(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, probeUsage)
-		return &ExitError{Code: 2}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(env.Stdout, probeUsage)
-		return nil
-	case "udp":
-		return probeUDP(ctx, env, args[1:])
-	case "tcp":
-		return probeTCP(ctx, env, args[1:])
-	case "crr":
-		return probeCRR(ctx, env, args[1:])
-	case "load":
-		return probeLoad(ctx, env, args[1:])
-	case "compare":
-		return probeCompare(ctx, env, args[1:])
-	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("probe: unknown kind %q (udp, tcp, crr, load, compare)", args[0])}
+	return dispatch(ctx, env, "probe", probeUsage, "kind", []sub{
+		{"udp", probeUDP}, {"tcp", probeTCP}, {"crr", probeCRR}, {"load", probeLoad}, {"compare", probeCompare},
+	}, args)
 }
 
 // outFlags are the flags every measuring probe shares.

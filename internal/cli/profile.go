@@ -12,21 +12,12 @@ func init() {
 	register(&command{name: "profile", summary: "list the built-in profiles or show one (profile list | profile show NAME)", order: 20, run: runProfile})
 }
 
+const profileUsage = "Usage: lowlat profile list [--json]\n       lowlat profile show NAME|FILE [--set key=value]... [--json]\n"
+
 func runProfile(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(env.Stdout, "Usage: lowlat profile list [--json]\n       lowlat profile show NAME|FILE [--set key=value]... [--json]")
-		if len(args) == 0 {
-			return &ExitError{Code: 2}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "list":
-		return profileList(env, args[1:])
-	case "show":
-		return profileShow(env, args[1:])
-	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("profile: unknown subcommand %q (want list or show)", args[0])}
+	return dispatch(ctx, env, "profile", profileUsage, "subcommand", []sub{
+		{"list", withoutCtx(profileList)}, {"show", withoutCtx(profileShow)},
+	}, args)
 }
 
 type profileInfo struct {
