@@ -17,29 +17,17 @@ cd "$root"
 CGO_ENABLED=0 go build -o "$work/lowlat" ./cmd/lowlat
 go run ./bench/foundation/gen256 "$work/synth256.json"
 
-# median_ms CMD...: runs CMD N times, prints the median wall time in ms.
-median_ms() {
-	local times=()
-	for _ in $(seq "$N"); do
-		local t0 t1
-		t0=$(date +%s%N)
-		"$@" >/dev/null 2>&1 || { echo "command failed: $*" >&2; return 1; }
-		t1=$(date +%s%N)
-		times+=($(((t1 - t0) / 1000)))
-	done
-	printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
-}
+. "$root/bench/lib.sh"
 
-doctor=$(median_ms "$work/lowlat" doctor)
-doctor_nosample=$(median_ms "$work/lowlat" doctor --sample 0)
-doctor_json=$(median_ms "$work/lowlat" doctor --json)
-plan256=$(median_ms "$work/lowlat" plan --profile game-udp --from "$work/synth256.json")
-plan256c=$(median_ms "$work/lowlat" plan --profile capped-uplink --set rate=10gbit --from "$work/synth256.json" --json)
-doctor256=$(median_ms "$work/lowlat" doctor --from "$work/synth256.json")
+doctor=$(median_ms "$N" "$work/lowlat" doctor)
+doctor_nosample=$(median_ms "$N" "$work/lowlat" doctor --sample 0)
+doctor_json=$(median_ms "$N" "$work/lowlat" doctor --json)
+plan256=$(median_ms "$N" "$work/lowlat" plan --profile game-udp --from "$work/synth256.json")
+plan256c=$(median_ms "$N" "$work/lowlat" plan --profile capped-uplink --set rate=10gbit --from "$work/synth256.json" --json)
+doctor256=$(median_ms "$N" "$work/lowlat" doctor --from "$work/synth256.json")
 rss=$( { /usr/bin/time -f '%M' "$work/lowlat" plan --profile game-udp --from "$work/synth256.json" >/dev/null; } 2>&1 | tail -1 || echo "?")
 
-printf '\n%-52s %10s %10s %8s\n' "benchmark (median of $N runs)" "ms" "goal ms" "ratio"
-row() { printf '%-52s %10s %10s %8s\n' "$1" "$2" "$3" "$(awk -v a="$2" -v b="$3" 'BEGIN{printf "%.3f", a/b}')"; }
+printf '\n%-60s %10s %10s %8s\n' "benchmark (median of $N runs)" "ms" "goal ms" "ratio"
 row "doctor on this host (200 ms NIC sampling window)" "$doctor" 300
 row "doctor --sample 0 on this host" "$doctor_nosample" 300
 row "doctor --json on this host" "$doctor_json" 300
@@ -48,7 +36,7 @@ row "plan capped-uplink --json, synthetic 256" "$plan256c" 1000
 row "doctor --from synthetic 256" "$doctor256" 1000
 echo "max RSS of plan on the 256-CPU capture: ${rss} KB"
 if command -v tuned-adm >/dev/null && pgrep -x tuned >/dev/null; then
-	tv=$(median_ms tuned-adm verify)
+	tv=$(median_ms "$N" tuned-adm verify)
 	row "peer: tuned-adm verify (tuned running)" "$tv" 300
 else
 	echo "(tuned not running here: no peer row; tuned needs its daemon and D-Bus)"

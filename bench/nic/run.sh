@@ -22,20 +22,7 @@ cd "$root"
 CGO_ENABLED=0 go build -o "$work/lowlat" ./cmd/lowlat
 go run ./bench/foundation/gen256 "$work/synth256.json"
 
-# median_ms RUNS CMD...: runs CMD RUNS times, prints the median wall time in ms.
-median_ms() {
-	local runs=$1
-	shift
-	local times=()
-	for _ in $(seq "$runs"); do
-		local t0 t1
-		t0=$(date +%s%N)
-		"$@" >/dev/null 2>&1 || { echo "command failed: $*" >&2; return 1; }
-		t1=$(date +%s%N)
-		times+=($(((t1 - t0) / 1000)))
-	done
-	printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
-}
+. "$root/bench/lib.sh"
 
 rows=$("$work/lowlat" plan --profile game-udp --from "$work/synth256.json" --json | grep -c '"knob"')
 plan=$(median_ms "$N" "$work/lowlat" plan --profile game-udp --from "$work/synth256.json")
@@ -47,7 +34,6 @@ doctor0=$(median_ms "$N" "$work/lowlat" doctor --sample 0)
 doctor256=$(median_ms "$N" "$work/lowlat" doctor --from "$work/synth256.json")
 
 printf '\n%-60s %10s %10s %8s\n' "benchmark (median of $N runs; doctor: $ND)" "ms" "goal ms" "ratio"
-row() { printf '%-60s %10s %10s %8s\n' "$1" "$2" "$3" "$(awk -v a="$2" -v b="$3" 'BEGIN{printf "%.3f", a/b}')"; }
 row "plan game-udp, synthetic 256 CPU ($rows rows)" "$plan" 100
 row "plan realtime-tcp --json, synthetic 256" "$planj" 100
 row "plan game-udp --reserve-cpus 64-71, synthetic 256" "$planr" 100
