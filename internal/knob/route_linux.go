@@ -33,15 +33,9 @@ func (k *routeKnob) Satisfied(live, desired string) bool { return live == desire
 func (k *routeKnob) Validate(v string) error             { return ValidateRouteMetric(v) }
 
 func (k *routeKnob) Read(ctx context.Context) (string, error) {
-	routes, err := route.Dump()
+	found, err := route.Find(k.key)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", k.id, err)
-	}
-	var found []route.Route
-	for _, r := range routes {
-		if k.key.Matches(r) {
-			found = append(found, r)
-		}
 	}
 	switch len(found) {
 	case 0:

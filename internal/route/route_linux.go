@@ -118,18 +118,31 @@ func decodeMetrics(b []byte) (map[int]uint32, string) {
 	return m, cc
 }
 
+// Find returns the routes k names, dumping only k's address family.
+func Find(k Key) ([]Route, error) {
+	fam := unix.AF_INET6
+	if k.Dst.Addr().Is4() {
+		fam = unix.AF_INET
+	}
+	routes, err := dumpFamily(fam)
+	if err != nil {
+		return nil, err
+	}
+	var out []Route
+	for _, r := range routes {
+		if k.Matches(r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // SetMetric changes one metric of the route k names (0 removes it, restoring the
 // kernel default) and leaves every other attribute as the kernel reported it.
 func SetMetric(k Key, metric int, value uint32) error {
-	routes, err := Dump()
+	match, err := Find(k)
 	if err != nil {
 		return err
-	}
-	var match []Route
-	for _, r := range routes {
-		if k.Matches(r) {
-			match = append(match, r)
-		}
 	}
 	switch len(match) {
 	case 0:
