@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -29,35 +28,14 @@ func (c *cpuListFlag) Set(v string) error {
 	return nil
 }
 
-// applyWritable applies changes as one transaction; when the host refuses a
-// knob outright (knob.ErrNotWritable: EOPNOTSUPP or EPERM from a driver, a
-// feature ethtool shows as [fixed], a kernel-managed interrupt, a service
-// without systemd), that knob is left out and the rest applied again. Every
-// attempt is a whole transaction: the refused one already rolled itself back,
-// so nothing is ever half-applied, and the journal keeps the attempt with its
-// reason. Any other failure (a read-back that differs from an accepted write,
-// a device that vanished) ends the apply.
+// applyWritable applies changes as one transaction and returns, besides the
+// result, the knobs the host refused outright and the engine left out.
 func applyWritable(ctx context.Context, eng *txn.Engine, changes []txn.Change, meta journal.Meta) (*txn.Result, []txn.Item, error) {
-	var dropped []txn.Item
-	for attempt := 0; len(changes) > 0 && attempt <= len(changes)+1; attempt++ {
-		res, err := eng.Apply(ctx, changes, meta)
-		if err == nil {
-			return res, dropped, nil
-		}
-		var ae *txn.ApplyError
-		if !errors.As(err, &ae) || ae.Knob == "" || len(ae.RollbackFailed) > 0 || !errors.Is(ae.Err, knob.ErrNotWritable) {
-			return nil, dropped, err
-		}
-		dropped = append(dropped, txn.Item{Knob: ae.Knob, Error: ae.Err.Error()})
-		var rest []txn.Change
-		for _, c := range changes {
-			if c.Knob != ae.Knob {
-				rest = append(rest, c)
-			}
-		}
-		changes = rest
+	res, err := eng.Apply(ctx, changes, meta)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &txn.Result{Changed: []txn.Item{}, Failed: []txn.Item{}}, dropped, nil
+	return res, res.Skipped, nil
 }
 
 // notWritableNotes says which knobs were left out.

@@ -39,8 +39,11 @@ const DefaultPath = "/var/lib/lowlat/journal"
 
 // Record types.
 const (
-	TypeBegin         = "begin"
-	TypeIntent        = "intent"
+	TypeBegin  = "begin"
+	TypeIntent = "intent"
+	// TypeSkipped follows an intent whose knob the host refused outright
+	// (nothing was written): the intent is not part of the transaction.
+	TypeSkipped       = "skipped"
 	TypeCommit        = "commit"
 	TypeAbort         = "abort"
 	TypeConfirm       = "confirm"

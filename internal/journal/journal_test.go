@@ -165,3 +165,20 @@ func TestReplayStates(t *testing.T) {
 		t.Error("a commit without begin must be corrupt")
 	}
 }
+
+func TestReplaySkippedIntent(t *testing.T) {
+	st, err := Replay([]Record{
+		{Type: TypeBegin, Txn: "s"},
+		{Type: TypeIntent, Txn: "s", Seq: 1, Knob: "ethtool/eth0/coalesce/rx-usecs"},
+		{Type: TypeSkipped, Txn: "s", Seq: 1, Knob: "ethtool/eth0/coalesce/rx-usecs", Error: "not writable here"},
+		{Type: TypeIntent, Txn: "s", Seq: 2, Knob: "ethtool/eth0/ring/rx"},
+		{Type: TypeCommit, Txn: "s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := st.Txns[0]
+	if tx.Status != Applied || len(tx.Intents) != 1 || tx.Intents[0].Seq != 2 {
+		t.Errorf("a skipped intent must leave the transaction: %+v", tx)
+	}
+}

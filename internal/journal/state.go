@@ -105,6 +105,13 @@ func Replay(recs []Record) (*State, error) {
 			st.Txns = append(st.Txns, t)
 		case TypeIntent:
 			t.Intents = append(t.Intents, Intent{Seq: r.Seq, Knob: r.Knob, Before: r.Before, After: r.After})
+		case TypeSkipped:
+			for k, in := range t.Intents {
+				if in.Seq == r.Seq {
+					t.Intents = append(t.Intents[:k:k], t.Intents[k+1:]...)
+					break
+				}
+			}
 		case TypeCommit:
 			t.Status = Applied
 		case TypeAbort:

@@ -37,9 +37,13 @@ type Item struct {
 
 // Result is what apply and rollback report.
 type Result struct {
-	Txn     string   `json:"txn"`
-	Changed []Item   `json:"changed"`
-	Failed  []Item   `json:"failed"`
+	Txn     string `json:"txn"`
+	Changed []Item `json:"changed"`
+	Failed  []Item `json:"failed"`
+	// Skipped are knobs the host refused outright (knob.ErrNotWritable: a
+	// driver's EOPNOTSUPP, a fixed feature, a kernel-managed interrupt): nothing
+	// was written, and the rest of the transaction went on.
+	Skipped []Item   `json:"skipped,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
 }
 
@@ -84,7 +88,9 @@ func (e *ApplyError) Unwrap() error { return e.Err }
 
 // Apply journals and applies changes as one transaction. Before anything is
 // written it validates every value and refuses to start while the journal holds
-// an unfinished transaction, a torn record or an unconfirmed change.
+// an unfinished transaction, a torn record or an unconfirmed change. A knob the
+// host refuses outright (knob.ErrNotWritable) is left out and reported in
+// Result.Skipped; any other failure rolls the whole transaction back.
 func (e *Engine) Apply(ctx context.Context, changes []Change, meta journal.Meta) (*Result, error) {
 	knobs := make([]knob.Knob, len(changes))
 	for i, c := range changes {
@@ -151,6 +157,15 @@ func (e *Engine) Apply(ctx context.Context, changes []Change, meta journal.Meta)
 			return nil, e.abort(ctx, j, id, done, c.Knob, fmt.Errorf("interrupted before %s: %w", c.Knob, err))
 		}
 		if err := k.Write(ctx, c.Value); err != nil {
+			if errors.Is(err, knob.ErrNotWritable) {
+				// Refused outright, nothing changed: record it and go on.
+				done = done[:len(done)-1]
+				if err := j.Append(journal.Record{Type: journal.TypeSkipped, Txn: id, Seq: in.Seq, Knob: c.Knob, Error: err.Error()}); err != nil {
+					return nil, e.abort(ctx, j, id, done, c.Knob, err)
+				}
+				res.Skipped = append(res.Skipped, Item{Knob: c.Knob, Before: before, After: c.Value, Error: err.Error()})
+				continue
+			}
 			return nil, e.abort(ctx, j, id, done, c.Knob, err)
 		}
 		crashPoint("write", i+1)
