@@ -131,7 +131,7 @@ func Resolve(p *Profile, sets map[string]string, skips ...string) (*Resolved, er
 		}
 		section, name, ok := SplitKey(k)
 		if !ok {
-			return nil, fmt.Errorf("--set %s: not a parameter of %s (%s) nor a setting key (sysctl.NAME, qdisc.root, qdisc.ingress, route.initcwnd, sysfs.PATH)", k, p.Name, paramList(params))
+			return nil, fmt.Errorf("--set %s: not a parameter of %s (%s) nor a setting key (SECTION.NAME, sections: %s)", k, p.Name, paramList(params), strings.Join(Sections, ", "))
 		}
 		if err := checkName(section, name); err != nil {
 			return nil, fmt.Errorf("--set %s: %w", k, err)
