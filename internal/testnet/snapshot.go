@@ -3,6 +3,7 @@
 package testnet
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,10 +59,43 @@ func (n *NS) Snapshot(t testing.TB, devs ...string) string {
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
+		if args[1] == "-j" && args[2] == "class" {
+			out = dropFlowClasses(out)
+		}
 		b.WriteString("\n")
 		b.Write(out)
 	}
 	return b.String()
+}
+
+// flowClassKinds are qdiscs whose classes are their flows: cake and
+// fq_codel dump one class per flow that has packets queued at that moment,
+// so they come and go with traffic (a neighbour solicitation, say) and are
+// state of the traffic, not configuration a transaction sets.
+var flowClassKinds = map[string]bool{"cake": true, "fq_codel": true, "fq": true, "sfq": true}
+
+// dropFlowClasses removes flow classes from tc's class listing, in JSON
+// (one object per class) or, where tc prints classes as text, line by line.
+func dropFlowClasses(out []byte) []byte {
+	var classes []map[string]any
+	if json.Unmarshal(out, &classes) == nil {
+		kept := classes[:0]
+		for _, c := range classes {
+			if kind, _ := c["class"].(string); !flowClassKinds[kind] {
+				kept = append(kept, c)
+			}
+		}
+		b, _ := json.Marshal(kept)
+		return b
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "class" && flowClassKinds[f[1]] {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return []byte(strings.Join(lines, "\n"))
 }
 
 // DiffLines lists lines only in a (-) or only in b (+).
