@@ -281,14 +281,29 @@ func checkIRQBalance(f *host.Facts, _ Options) []Finding {
 		return nil
 	}
 	ev := map[string]string{"pid": strconv.Itoa(f.IRQBalance.PID), "config": f.IRQBalance.ConfigPath, "banned": f.IRQBalance.BannedCPUs}
+	if f.IRQBalance.Args != nil {
+		ev["args"] = strings.Join(f.IRQBalance.Args, " ")
+	}
 	pinned := pinnedNICIRQs(f)
-	if len(pinned) > 0 {
-		ev["pinned_irqs"] = strings.Join(pinned, ", ")
+	// Interrupts irqbalance was told to leave alone (--banirq, as lowlat's
+	// irq.irqbalance = "ban" writes) stay where they were pinned.
+	banned := f.IRQBalance.BannedIRQs()
+	var exposed []string
+	for _, p := range pinned {
+		if !banned[p.irq] {
+			exposed = append(exposed, p.String())
+		}
+	}
+	switch {
+	case len(pinned) > 0 && len(exposed) == 0:
+		return nil
+	case len(exposed) > 0:
+		ev["pinned_irqs"] = strings.Join(exposed, ", ")
 		return []Finding{{
 			ID: "irqbalance-running", Severity: Warn,
 			Summary:  "irqbalance runs while NIC queue IRQs are pinned to single CPUs: it will move them back (runbook 002 re-asserted affinity every 5 minutes for this)",
 			Evidence: ev,
-			Fix:      "stop and disable irqbalance, or ban the pinned CPUs with IRQBALANCE_BANNED_CPULIST in " + orDefault(f.IRQBalance.ConfigPath, "/etc/default/irqbalance"),
+			Fix:      "stop and disable irqbalance, or ban the pinned interrupts (--banirq) and their CPUs (IRQBALANCE_BANNED_CPULIST) in " + orDefault(f.IRQBalance.ConfigPath, "/etc/default/irqbalance") + " and restart it (irq.irqbalance = \"ban\")",
 			Source:   "002",
 		}}
 	}
@@ -308,11 +323,16 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// pinnedIRQ is a NIC queue interrupt whose affinity is a single CPU.
+type pinnedIRQ struct{ irq, cpu int }
+
+func (p pinnedIRQ) String() string { return fmt.Sprintf("%d->cpu%d", p.irq, p.cpu) }
+
 // pinnedNICIRQs lists NIC queue IRQs someone pinned: affinities of one CPU
 // each, spread over different CPUs (all of them on the same one is the default
 // concentration problem, reported by nic-irq-concentrated).
-func pinnedNICIRQs(f *host.Facts) []string {
-	var out []string
+func pinnedNICIRQs(f *host.Facts) []pinnedIRQ {
+	var out []pinnedIRQ
 	if len(f.CPUs) < 2 {
 		return nil
 	}
@@ -323,7 +343,7 @@ func pinnedNICIRQs(f *host.Facts) []string {
 		}
 		for _, q := range f.DeviceIRQs(f.Interfaces[i].Name) {
 			if len(q.Affinity) == 1 {
-				out = append(out, fmt.Sprintf("%d->cpu%d", q.Num, q.Affinity[0]))
+				out = append(out, pinnedIRQ{q.Num, q.Affinity[0]})
 				cpus[q.Affinity[0]] = true
 			}
 		}

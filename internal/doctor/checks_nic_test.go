@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,74 @@ func TestDropCounter(t *testing.T) {
 		if got := DropCounter(name); got != want {
 			t.Errorf("DropCounter(%q) = %v", name, got)
 		}
+	}
+}
+
+// TestIRQBalanceBannedIRQs: after a placement, irqbalance only threatens the
+// pinned interrupts it was not told to leave alone, and the running
+// process's arguments count over a config file edited without a restart.
+func TestIRQBalanceBannedIRQs(t *testing.T) {
+	f := fixture(t, "dual-i40e-nvme")
+	var nums []int
+	for _, ifc := range f.Interfaces {
+		if ifc.Physical() {
+			for _, q := range f.DeviceIRQs(ifc.Name) {
+				nums = append(nums, q.Num)
+			}
+		}
+	}
+	if len(nums) < 4 {
+		t.Fatalf("fixture has %d NIC interrupts", len(nums))
+	}
+	pin := map[int]int{}
+	for i, n := range nums {
+		pin[n] = i % len(f.CPUs)
+	}
+	for i := range f.IRQs {
+		if cpu, ok := pin[f.IRQs[i].Num]; ok {
+			f.IRQs[i].Affinity = []int{cpu}
+		}
+	}
+	f.IRQBalance.Running, f.IRQBalance.PID = true, 1234
+	all := make([]string, 0, len(nums))
+	for _, n := range nums {
+		all = append(all, "--banirq="+strconv.Itoa(n))
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		config  string
+		exposed []int // pinned interrupts expected in the warning; nil: no finding
+	}{
+		{"no bans", []string{"--foreground"}, "", nums},
+		{"all banned", append([]string{"--foreground"}, all...), "", nil},
+		{"all but the first, -i form", append([]string{"-i", strconv.Itoa(nums[1])}, all[2:]...), "", nums[:1]},
+		{"config edited, not restarted", []string{"--foreground"}, strings.Join(all, " "), nums},
+		{"no process arguments known: the config", nil, strings.Join(all, " "), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.IRQBalance.Args = tt.args
+			f.IRQBalance.Config = map[string]string{"IRQBALANCE_ARGS": tt.config}
+			got := checkIRQBalance(f, Options{})
+			if tt.exposed == nil {
+				if len(got) != 0 {
+					t.Fatalf("every pinned interrupt is banned, yet: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Severity != Warn {
+				t.Fatalf("want one warning, got %+v", got)
+			}
+			ev := got[0].Evidence["pinned_irqs"]
+			if n := strings.Count(ev, "->cpu"); n != len(tt.exposed) {
+				t.Errorf("pinned_irqs lists %d interrupts, want %d: %s", n, len(tt.exposed), ev)
+			}
+			for _, n := range tt.exposed {
+				if !strings.Contains(ev, strconv.Itoa(n)+"->cpu") {
+					t.Errorf("pinned_irqs misses %d: %s", n, ev)
+				}
+			}
+		})
 	}
 }

@@ -276,6 +276,10 @@ type IRQBalance struct {
 	// Config holds every assignment in the config file (IRQBALANCE_ARGS,
 	// IRQBALANCE_ONESHOT, ...), values unquoted.
 	Config map[string]string `json:"config,omitempty"`
+	// Args is the running irqbalance's command line after its program name
+	// (/proc/PID/cmdline): what it loaded, which the config file may not
+	// be yet when it was edited without a restart.
+	Args []string `json:"args"`
 }
 
 // BlockDev is a block device's queue settings (NVMe tuning).

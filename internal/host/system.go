@@ -54,6 +54,13 @@ func (rd *fileReader) irqbalance() {
 		if pid > 0 {
 			ib.Running, ib.PID = true, pid
 			rd.r.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm") // recorded for a capture
+			// Its arguments say which interrupts it leaves alone; a
+			// process that exited meanwhile just leaves them unknown.
+			if b, err := rd.r.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
+				if f := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"); len(f) > 0 {
+					ib.Args = append([]string{}, f[1:]...)
+				}
+			}
 		}
 	}
 	for _, p := range irqbalanceConfigs {
@@ -86,6 +93,36 @@ func (rd *fileReader) irqbalance() {
 		}
 		break
 	}
+}
+
+// BannedIRQs returns the interrupts irqbalance leaves alone (--banirq=N,
+// --banirq N, -i N): from the running process's arguments when known, else
+// from IRQBALANCE_ARGS in the config file, which a restart would load.
+func (ib IRQBalance) BannedIRQs() map[int]bool {
+	args := ib.Args
+	if args == nil {
+		args = strings.Fields(ib.Config["IRQBALANCE_ARGS"])
+	}
+	out := map[int]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var v string
+		switch {
+		case strings.HasPrefix(a, "--banirq="):
+			v = strings.TrimPrefix(a, "--banirq=")
+		case strings.HasPrefix(a, "-i") && len(a) > 2:
+			v = a[2:]
+		case (a == "--banirq" || a == "-i") && i+1 < len(args):
+			i++
+			v = args[i]
+		default:
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // block reads queue settings of real block devices (loop, ram and zram

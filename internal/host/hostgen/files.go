@@ -366,6 +366,8 @@ func (g *gen) misc() {
 	if ib := s.IRQBalance; ib != nil {
 		if ib.Running {
 			procs[ib.PID] = "irqbalance"
+			// As the distributions' units start it, with an empty IRQBALANCE_ARGS.
+			g.t.file(fmt.Sprintf("/proc/%d/cmdline", ib.PID), "/usr/sbin/irqbalance\x00--foreground\x00")
 		}
 		if ib.ConfigPath != "" {
 			g.t.file(ib.ConfigPath, "%s", ib.Config)
