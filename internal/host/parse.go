@@ -113,7 +113,8 @@ func ParseCPUMask(s string) ([]int, error) {
 // (nr_cpu_ids): 32-bit groups of eight hex digits separated by commas, most
 // significant first, the top group only as wide as nbits needs ("3" for 2 CPUs,
 // "ff,ffffffff" for 40). With nbits <= 0 the width is just enough for the
-// highest CPU, in whole groups. The kernel accepts any of these widths on write.
+// highest CPU, in whole groups. Write the nr_cpu_ids width: 6.x kernels refuse
+// a mask with more groups than that (EOVERFLOW).
 func FormatCPUMask(cpus []int, nbits int) string {
 	maxCPU := -1
 	for _, c := range cpus {
