@@ -84,7 +84,7 @@ func waitClients(t *testing.T, r *Reflector, n int64) {
 func (r *Reflector) ipCount(addr netip.Addr, tcp bool) int {
 	r.perIPMu.Lock()
 	defer r.perIPMu.Unlock()
-	return r.perIP[perIPKey{addr, tcp}]
+	return r.perIP[perIPKey{clientOf(addr), tcp}]
 }
 
 // Sessions that closed give their address's slot back at once, so probes run
@@ -102,5 +102,29 @@ func TestIntegrationPerIPCapBackToBack(t *testing.T) {
 	}
 	if n := r.ipCount(netip.MustParseAddr("127.0.0.1"), false); n != 0 {
 		t.Errorf("slots still held after all sessions closed: %d", n)
+	}
+}
+
+// IPv6 addresses count per /64: a host holding a whole prefix cannot multiply
+// its slots by source address; IPv4 addresses and other /64s count apart.
+func TestPerIPCapIPv6Prefix(t *testing.T) {
+	r := NewReflector(ReflectorConfig{})
+	take := func(a string) bool { return r.takeIP(netip.MustParseAddr(a), false, 2) }
+	for _, a := range []string{"2001:db8:1:2::10", "2001:db8:1:2:ffff::99"} {
+		if !take(a) {
+			t.Fatalf("%s refused below the cap", a)
+		}
+	}
+	if take("2001:db8:1:2:aaaa::1") {
+		t.Error("a third address of the same /64 got a slot over a cap of 2")
+	}
+	for _, a := range []string{"2001:db8:1:3::10", "192.0.2.1", "192.0.2.2"} {
+		if !take(a) {
+			t.Errorf("%s is another client, yet was refused", a)
+		}
+	}
+	r.releaseIP(netip.MustParseAddr("2001:db8:1:2::77"), false)
+	if !take("2001:db8:1:2::78") {
+		t.Error("a released slot of the /64 was not given back")
 	}
 }

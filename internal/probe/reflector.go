@@ -28,11 +28,12 @@ type ReflectorConfig struct {
 	Burst       int // default 5
 	// MaxClients caps concurrent UDP sessions plus TCP connections (default 20000).
 	MaxClients int
-	// MaxSessionsPerIP caps concurrent UDP sessions from one source address
-	// (default 16, negative: no cap), so one host cannot take every session
+	// MaxSessionsPerIP caps concurrent UDP sessions from one source address,
+	// or one IPv6 /64 (default 16, negative: no cap), so one host cannot take every session
 	// nor multiply its token bucket by opening many.
 	MaxSessionsPerIP int
 	// MaxConnsPerIP caps concurrent TCP connections from one source address
+	// or IPv6 /64
 	// (0, the default: only MaxClients applies, since one client measuring
 	// thousands of connections is the point of probe tcp).
 	MaxConnsPerIP int
@@ -138,10 +139,21 @@ type perIPKey struct {
 	tcp  bool
 }
 
+// clientOf is the address a per-IP cap counts: an IPv4 address itself, and
+// for IPv6 its /64, because one IPv6 host commonly holds a whole /64 and
+// could otherwise take a slot set per address.
+func clientOf(addr netip.Addr) netip.Addr {
+	addr = addr.Unmap()
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().Addr()
+	}
+	return addr
+}
+
 // takeIP reserves one of addr's slots of the given kind, or reports that addr
 // holds limit already (limit <= 0: no cap).
 func (r *Reflector) takeIP(addr netip.Addr, tcp bool, limit int) bool {
-	k := perIPKey{addr.Unmap(), tcp}
+	k := perIPKey{clientOf(addr), tcp}
 	r.perIPMu.Lock()
 	defer r.perIPMu.Unlock()
 	if limit > 0 && r.perIP[k] >= limit {
@@ -152,7 +164,7 @@ func (r *Reflector) takeIP(addr netip.Addr, tcp bool, limit int) bool {
 }
 
 func (r *Reflector) releaseIP(addr netip.Addr, tcp bool) {
-	k := perIPKey{addr.Unmap(), tcp}
+	k := perIPKey{clientOf(addr), tcp}
 	r.perIPMu.Lock()
 	defer r.perIPMu.Unlock()
 	if r.perIP[k] <= 1 {
