@@ -248,15 +248,19 @@ func humanUDP(w io.Writer, env *Env, r *probe.UDPResult) error {
 	fmt.Fprintf(w, "\njitter %s (RFC 3550)  ipdv p50 %s p99 %s  pdv %s (p99 - min)\n", fmtUS(r.Jitter), fmtUS(r.IPDV.P50), fmtUS(r.IPDV.P99), fmtUS(r.PDV))
 	fmt.Fprintln(w, report.Paint(fmt.Sprintf("loss up %d (%.2f%%) down %d (%.2f%%)", r.Loss.Up, r.Loss.UpPct, r.Loss.Down, r.Loss.DownPct), lossStyle, env.TTY)+
 		fmt.Sprintf("  duplicates %d  reordered %d", r.Duplicates, r.Reordered))
-	d := r.DSCP
+	fmt.Fprintln(w, dscpLine(r.DSCP, env.TTY))
+	return nil
+}
+
+// dscpLine says how probes were marked and how the marking came back.
+func dscpLine(d probe.DSCPReport, tty bool) string {
 	line := fmt.Sprintf("dscp sent %s, at the reflector %s, on replies %s", d.Sent, orUnknown(d.ReflectorReceived), orUnknown(d.Received))
 	st := report.Good
 	if d.Changed > 0 {
 		st = report.Warn
 		line += fmt.Sprintf(" (%d replies remarked on the way)", d.Changed)
 	}
-	fmt.Fprintln(w, report.Paint(line, st, env.TTY))
-	return nil
+	return report.Paint(line, st, tty)
 }
 
 func orUnknown(s string) string {
@@ -380,7 +384,7 @@ func probeCRR(ctx context.Context, env *Env, args []string) error {
 }
 
 func probeLoad(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe load", "probe load HOST:PORT [--upload|--download|--both] [--flows 4] [--duration 20s] [--idle 5s]")
+	fs := flagSet(env, "probe load", "probe load HOST:PORT [--upload|--download|--both] [--flows 4] [--duration 20s] [--idle 5s] [--dscp EF]")
 	up := fs.Bool("upload", false, "load with flows from here to the reflector")
 	down := fs.Bool("download", false, "load with flows from the reflector to here")
 	both := fs.Bool("both", false, "load both directions (the default)")
@@ -389,6 +393,7 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 	idle := fs.Duration("idle", 5*time.Second, "idle phase before the load")
 	interval := fs.Duration("interval", 20*time.Millisecond, "UDP probe interval")
 	size := fs.Int("size", 64, "UDP probe payload bytes")
+	dscp := fs.String("dscp", "0", "DSCP for the UDP probes (the load flows stay unmarked): EF, CS0..CS7, AF11..AF43 or 0..63")
 	of := addOutFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -396,6 +401,10 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 	}
 	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
 		return err
+	}
+	d, err := parseDSCP(*dscp)
+	if err != nil {
+		return usageErr("load", err)
 	}
 	key, err := readKey(env, *of.key, *of.keyFile)
 	if err != nil {
@@ -410,7 +419,7 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 	if *interval <= 0 || *duration <= 0 || *idle <= 0 {
 		return usageErr("load", errors.New("interval, duration and idle must be positive"))
 	}
-	cfg := probe.LoadConfig{Target: pos[0], Upload: *up, Download: *down, Flows: *flows, Duration: probe.Duration(*duration), Idle: probe.Duration(*idle), Interval: probe.Duration(*interval), Size: *size, Key: key, Force: *of.force}
+	cfg := probe.LoadConfig{Target: pos[0], Upload: *up, Download: *down, Flows: *flows, Duration: probe.Duration(*duration), Idle: probe.Duration(*idle), Interval: probe.Duration(*interval), Size: *size, DSCP: d, Key: key, Force: *of.force}
 	stop := progress(env, "probe load", *idle+*duration+time.Second)
 	res, err := probe.Load(ctx, cfg)
 	stop()
@@ -433,7 +442,11 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 			st = report.Bad
 		}
 		fmt.Fprintf(w, "\nincrease %.1f ms  grade %s  responsiveness %.0f RPM  goodput up %.1f down %.1f Mbit/s\n", res.Increase, report.Paint(res.Grade, st, env.TTY), res.RPM, res.Goodput.Up, res.Goodput.Down)
-		fmt.Fprintf(w, "loaded loss up %d down %d\n%s\n", res.LoadedLoss.Up, res.LoadedLoss.Down, res.Diagnosis)
+		fmt.Fprintf(w, "loaded loss up %d down %d\n", res.LoadedLoss.Up, res.LoadedLoss.Down)
+		if res.Config.DSCP != 0 {
+			fmt.Fprintln(w, dscpLine(res.DSCP, env.TTY))
+		}
+		fmt.Fprintln(w, res.Diagnosis)
 		return nil
 	})
 }

@@ -57,6 +57,7 @@ func TestProbeBadInput(t *testing.T) {
 		{[]string{"udp", addr, "--size", "70000"}, 2, "size 70000: must be at most 65507"},
 		{[]string{"udp", addr, "--duration", "25h"}, 2, "longer than 24h0m0s (use --force"},
 		{[]string{"udp", addr, "--dscp", "XX"}, 2, "dscp \"XX\""},
+		{[]string{"load", addr, "--dscp", "64"}, 2, "dscp \"64\""},
 		{[]string{"tcp", addr, "--connections", "10000000"}, 2, "connections 10000000: must be 1..1000000"},
 		{[]string{"tcp", addr, "--rate", "0"}, 2, "rate 0"},
 		{[]string{"tcp", addr, "--size", "70000"}, 2, "size 70000"},
@@ -173,6 +174,19 @@ func TestProbeUDPDSCP(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "dscp sent AF41, at the reflector AF41, on replies AF41") {
 		t.Errorf("summary lacks the dscp line:\n%s", stdout)
+	}
+}
+
+// probe load --dscp EF marks the UDP probes of both phases, and the loaded
+// phase's marking comes back in the result.
+func TestProbeLoadDSCP(t *testing.T) {
+	addr := startTestReflector(t, "")
+	env, stdout, _ := testEnv()
+	if err := runProbe(context.Background(), env, []string{"load", addr, "--dscp", "EF", "--flows", "1", "--idle", "200ms", "--duration", "400ms", "--interval", "10ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "dscp sent EF, at the reflector EF, on replies EF") {
+		t.Errorf("load summary lacks the dscp line:\n%s", stdout)
 	}
 }
 

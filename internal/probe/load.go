@@ -22,11 +22,15 @@ type LoadConfig struct {
 	Duration Duration `json:"duration"` // loaded phase
 	Idle     Duration `json:"idle"`     // idle phase before it
 	// Interval and Size are the UDP probe's.
-	Interval      Duration `json:"interval"`
-	Size          int      `json:"size"`
-	Authenticated bool     `json:"authenticated"`
-	Key           []byte   `json:"-"`
-	Force         bool     `json:"-"`
+	Interval Duration `json:"interval"`
+	Size     int      `json:"size"`
+	// DSCP marks the UDP probes only; the load flows stay best effort, as a
+	// game flow marked EF shares a link with unmarked downloads, so a
+	// priority-aware queue (cake diffserv4) shows as a smaller increase.
+	DSCP          int    `json:"dscp"`
+	Authenticated bool   `json:"authenticated"`
+	Key           []byte `json:"-"`
+	Force         bool   `json:"-"`
 }
 
 // LoadResult is the outcome of a load run.
@@ -46,6 +50,8 @@ type LoadResult struct {
 	// IdleLoss and LoadedLoss are the UDP probes' loss in each phase.
 	IdleLoss   Loss `json:"idle_loss"`
 	LoadedLoss Loss `json:"loaded_loss"`
+	// DSCP is how the loaded phase's probes were marked and came back.
+	DSCP DSCPReport `json:"dscp"`
 	// Diagnosis names what the figures show, e.g. a bloated buffer.
 	Diagnosis  string            `json:"diagnosis"`
 	Histograms map[string]string `json:"histograms"`
@@ -84,8 +90,13 @@ func (c *LoadConfig) normalize() error {
 	if err := checkDuration("duration", time.Duration(c.Duration)+time.Duration(c.Idle), c.Force); err != nil {
 		return err
 	}
-	probe := UDPConfig{Target: c.Target, Interval: c.Interval, Duration: c.Duration, Size: c.Size, Key: c.Key, Force: c.Force}
+	probe := c.probe(c.Duration)
 	return probe.normalize()
+}
+
+// probe is the UDP probe of one phase.
+func (c *LoadConfig) probe(d Duration) UDPConfig {
+	return UDPConfig{Target: c.Target, Interval: c.Interval, Duration: d, Size: c.Size, DSCP: c.DSCP, Key: c.Key, Force: c.Force}
 }
 
 // Grade maps a latency increase under load (ms) to the DSLReports bands.
@@ -125,7 +136,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, configErr(err)
 	}
 	start := time.Now()
-	probe := UDPConfig{Target: cfg.Target, Interval: cfg.Interval, Duration: cfg.Idle, Size: cfg.Size, Key: cfg.Key, Force: cfg.Force}
+	probe := cfg.probe(cfg.Idle)
 	idle, err := UDP(ctx, probe)
 	if err != nil {
 		return nil, fmt.Errorf("idle phase: %w", err)
@@ -228,6 +239,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		Increase:   round3((loaded.RTT.P50 - idle.RTT.P50) / 1000),
 		IdleLoss:   idle.Loss,
 		LoadedLoss: loaded.Loss,
+		DSCP:       loaded.DSCP,
 		Histograms: map[string]string{"idle_rtt_ns": idle.Histograms["rtt_ns"], "loaded_rtt_ns": loaded.Histograms["rtt_ns"]},
 	}
 	res.Grade = Grade(res.Increase)
