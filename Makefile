@@ -18,9 +18,10 @@ BIN := bin/lowlat
 # initramfs writer, ethtool and time for fixtures and benchmarks, gcc and
 # python3 for the socket-audit helper programs, nginx and haproxy (run only in
 # test namespaces with temporary configs) for the proxy checks, chromium to
-# render the lab's HTML report headless.
+# render the lab's HTML report headless, systemd for systemd-analyze to check
+# the boot units offline.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
-	gcc python3 nginx-light libnginx-mod-stream haproxy chromium
+	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).

@@ -1,0 +1,61 @@
+package persist
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestUnitsVerify has systemd's own parser check the units apply writes:
+// systemd-analyze verify reads them offline, so a misspelt key, a bad
+// service type, an unknown dependency or an ExecStart that is not
+// executable fails here instead of at the user's next boot.
+func TestUnitsVerify(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze (Debian package systemd) is needed to check the boot units: apt-get install systemd")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	settings := []Setting{
+		{Knob: "sysctl/net.ipv4.tcp_congestion_control", Value: "bbr"},
+		{Knob: "qdisc/eth0/root", Value: "fq_codel"},
+		{Knob: "irq/27/affinity", Value: "1 (i40e-eth0-TxRx-0)"},
+		{Knob: "queue/enp1s0-1/rx-0/rps_cpus", Value: "3"},
+	}
+	ch, _ := Changes(settings, Options{Profile: "game-udp", Exe: exe, Journal: "/var/lib/lowlat/journal", Systemd: true, Root: dir})
+	var units []string
+	for _, c := range ch {
+		p, ok := strings.CutPrefix(c.Knob, "file")
+		if !ok || !strings.HasPrefix(p, filepath.Join(dir, "etc/systemd/system")) {
+			continue
+		}
+		// systemd-analyze resolves a timer's service by name in its own
+		// directory: write them side by side under their real names.
+		p = filepath.Join(dir, filepath.Base(p))
+		if err := os.WriteFile(p, []byte(c.Value), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		units = append(units, p)
+	}
+	if len(units) != 3 {
+		t.Fatalf("want the boot service, reassert service and timer, got %v", units)
+	}
+	out, err := exec.Command(analyze, append([]string{"verify", "--recursive-errors=no"}, units...)...).CombinedOutput()
+	// verify exits 0 on warnings about a file (an unknown key is ignored
+	// with a warning): any line naming our units is a failure too.
+	var ours []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "lowlat-") {
+			ours = append(ours, l)
+		}
+	}
+	if err != nil || len(ours) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, strings.Join(ours, "\n"))
+	}
+}
