@@ -280,6 +280,10 @@ type IRQBalance struct {
 	// (/proc/PID/cmdline): what it loaded, which the config file may not
 	// be yet when it was edited without a restart.
 	Args []string `json:"args"`
+	// UnitFile is irqbalance.service's unit file state as systemctl
+	// is-enabled says it, read from the unit directories: "enabled",
+	// "disabled", "masked", or "" when no unit is installed.
+	UnitFile string `json:"unit_file,omitempty"`
 }
 
 // BlockDev is a block device's queue settings (NVMe tuning).

@@ -63,6 +63,7 @@ func (rd *fileReader) irqbalance() {
 			}
 		}
 	}
+	ib.UnitFile = rd.unitFileState("irqbalance.service")
 	for _, p := range irqbalanceConfigs {
 		b, err := rd.r.ReadFile(p)
 		if err != nil {
@@ -123,6 +124,37 @@ func (ib IRQBalance) BannedIRQs() map[int]bool {
 		}
 	}
 	return out
+}
+
+// unitDirs are where unit files live, the administrator's first.
+var unitDirs = []string{"/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"}
+
+// unitFileState reads what systemctl is-enabled would say of unit, from the
+// files alone so a captured tree answers too: "masked" (linked to /dev/null
+// in /etc), "enabled" (linked from a target's wants in /etc), "disabled"
+// (installed, wanted by nothing), or "" (no such unit). The targets are the
+// ones services install into; every read is one a capture records.
+func (rd *fileReader) unitFileState(unit string) string {
+	const etc = "/etc/systemd/system"
+	if t, err := rd.r.Readlink(etc + "/" + unit); err == nil {
+		if !path.IsAbs(t) {
+			t = path.Join(etc, t)
+		}
+		if t == "/dev/null" {
+			return "masked"
+		}
+	}
+	for _, target := range []string{"multi-user.target", "graphical.target", "default.target", "sysinit.target", "network.target"} {
+		if _, err := rd.r.Readlink(etc + "/" + target + ".wants/" + unit); err == nil {
+			return "enabled"
+		}
+	}
+	for _, d := range unitDirs {
+		if _, err := rd.r.ReadFile(d + "/" + unit); err == nil {
+			return "disabled"
+		}
+	}
+	return ""
 }
 
 // block reads queue settings of real block devices (loop, ram and zram

@@ -378,18 +378,27 @@ func irqbalanceRows(f *host.Facts, s profile.Setting, ip *irqplan.Plan, opts Opt
 	case "stop":
 		c := row(s, "service/"+knob.IRQBalanceUnit)
 		c.Current, c.Desired = running, "inactive,disabled"
+		if ib.UnitFile != "" {
+			c.Current = running + "," + ib.UnitFile
+		}
 		switch {
 		case !f.Systemd && ib.Running:
 			c.unsupported(fmt.Sprintf("irqbalance runs (pid %d) but systemd does not: lowlat changes services only through systemd; stop it with your init system, or the interrupt placement will be undone", ib.PID))
 		case !f.Systemd:
 			c.unsupported("systemd does not run here and irqbalance is not running: nothing to stop")
-		case !ib.Running && ib.ConfigPath == "":
+		case !ib.Running && ib.ConfigPath == "" && ib.UnitFile == "":
 			c.Action, c.Supported = OK, true
 			c.Note = "irqbalance is not installed or not running"
+		case !ib.Running && (ib.UnitFile == "disabled" || ib.UnitFile == "masked"):
+			c.Action, c.Supported = OK, true
+			c.Note = "irqbalance is stopped and " + ib.UnitFile + ": it will not start at boot"
 		default:
 			c.decide(false)
-			if !ib.Running {
-				c.Note = "not running now; apply disables it so it does not start at boot"
+			switch {
+			case !ib.Running && ib.UnitFile == "enabled":
+				c.Note = "not running now, but enabled: apply disables it so it does not start at boot"
+			case !ib.Running:
+				c.Note = "not running now; whether it starts at boot is not known here: apply disables it"
 			}
 		}
 		return []Change{c}

@@ -134,6 +134,28 @@ func TestNICPlanRules(t *testing.T) {
 		t.Error("ban must not also stop irqbalance")
 	}
 
+	// irqbalance = stop on a stopped irqbalance: only the unit file state
+	// decides whether there is anything left to do.
+	for _, tt := range []struct {
+		unitFile, current string
+		action            string
+	}{
+		{"disabled", "inactive,disabled", OK},
+		{"masked", "inactive,masked", OK},
+		{"enabled", "inactive,enabled", Set},
+		{"", "inactive", Set}, // an older capture: not known, so disable
+	} {
+		g := loadFixture(t, "dual-i40e-nvme")
+		g.IRQBalance.Running, g.IRQBalance.PID, g.IRQBalance.UnitFile = false, 0, tt.unitFile
+		p, err := Make(g, resolve(t, "game-udp", nil), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := find(p, "service/irqbalance.service"); c == nil || c.Current != tt.current || c.Action != tt.action {
+			t.Errorf("irqbalance stopped, unit file %q: %+v", tt.unitFile, c)
+		}
+	}
+
 	// The virtio VM: one queue for two CPUs, so RPS; no systemd, so
 	// irqbalance is not touched; no cpufreq.
 	vm := loadFixture(t, "virtio-vm")

@@ -372,6 +372,17 @@ func (g *gen) misc() {
 		if ib.ConfigPath != "" {
 			g.t.file(ib.ConfigPath, "%s", ib.Config)
 		}
+		const unit = "/lib/systemd/system/irqbalance.service"
+		switch ib.UnitFile {
+		case "enabled":
+			g.t.file(unit, "%s", irqbalanceUnit)
+			g.t.link("/etc/systemd/system/multi-user.target.wants/irqbalance.service", unit)
+		case "disabled":
+			g.t.file(unit, "%s", irqbalanceUnit)
+		case "masked":
+			g.t.file(unit, "%s", irqbalanceUnit)
+			g.t.link("/etc/systemd/system/irqbalance.service", "/dev/null")
+		}
 	}
 	for pid, comm := range procs {
 		g.t.file(fmt.Sprintf("/proc/%d/comm", pid), "%s\n", comm)
@@ -395,3 +406,21 @@ func bracket(choices []string, sel string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// irqbalanceUnit is Debian's irqbalance.service.
+const irqbalanceUnit = `[Unit]
+Description=irqbalance daemon
+Documentation=man:irqbalance(1)
+ConditionVirtualization=!container
+ConditionCPUs=>1
+
+[Service]
+EnvironmentFile=-/usr/lib/irqbalance/defaults.env
+EnvironmentFile=-/etc/default/irqbalance
+ExecStart=/usr/sbin/irqbalance --foreground $IRQBALANCE_ARGS
+CapabilityBoundingSet=
+NoNewPrivileges=yes
+
+[Install]
+WantedBy=multi-user.target
+`

@@ -89,7 +89,7 @@ func DualI40E() *Spec {
 			{Ctrl: "nvme1", PCI: "0000:d8:00.0", Node: 1, IOQueues: 40, Scheduler: "[none] mq-deadline kyber bfq", NrRequests: 1023},
 		},
 		SATA:       []SATA{{Name: "sda", PCI: "0000:00:17.0", Node: 0, Scheduler: "[mq-deadline] kyber bfq none", NrRequests: 64}},
-		IRQBalance: &IRQBalance{Running: true, PID: 1432, ConfigPath: "/etc/sysconfig/irqbalance", Config: sysconfigIRQBalance("")},
+		IRQBalance: &IRQBalance{Running: true, PID: 1432, UnitFile: "enabled", ConfigPath: "/etc/sysconfig/irqbalance", Config: sysconfigIRQBalance("")},
 		THP:        "always", THPDefrag: "madvise", Systemd: true,
 		Sysctls: map[string]string{
 			"net.ipv4.tcp_fastopen": "1", "net.ipv4.tcp_slow_start_after_idle": "1",
@@ -196,7 +196,7 @@ func Epyc25G() *Spec {
 				Queues: 63, MaxQueues: 63, Up: false, MAC: "b8:ce:f6:4e:1a:21", MTU: 1500, TxQueueLen: 1000, Ethtool: &port2},
 		},
 		NVMe: []NVMe{{Ctrl: "nvme0", PCI: "0000:01:00.0", Node: 0, IOQueues: 64, Scheduler: "[none] mq-deadline kyber", NrRequests: 1023}},
-		IRQBalance: &IRQBalance{Running: true, PID: 987, ConfigPath: "/etc/default/irqbalance",
+		IRQBalance: &IRQBalance{Running: true, PID: 987, UnitFile: "enabled", ConfigPath: "/etc/default/irqbalance",
 			Config: "#Configuration for the irqbalance daemon\n\n#Should irqbalance be enabled?\nENABLED=\"1\"\n#Balance the IRQs only once?\nONESHOT=\"0\"\n"},
 		THP: "always", THPDefrag: "madvise", Systemd: true,
 		Sysctls: map[string]string{
@@ -254,7 +254,7 @@ func CentOS7() *Spec {
 				Stats: map[string]uint64{"rx_packets": 61083584, "tx_packets": 57029471, "rx_missed_errors": 30219,
 					"rx_no_buffer_count": 1822, "tx_timeout_count": 0, "rx_no_dma_resources": 0}}}},
 		SATA:       []SATA{{Name: "sda", PCI: "0000:00:1f.2", Node: 0, Scheduler: "noop [deadline] cfq", NrRequests: 128, Rotational: true}},
-		IRQBalance: &IRQBalance{Running: true, PID: 704, ConfigPath: "/etc/sysconfig/irqbalance", Config: sysconfigIRQBalance("00000001")},
+		IRQBalance: &IRQBalance{Running: true, PID: 704, UnitFile: "enabled", ConfigPath: "/etc/sysconfig/irqbalance", Config: sysconfigIRQBalance("00000001")},
 		THP:        "always", THPDefrag: "always", Systemd: true,
 		Sysctls: map[string]string{
 			"net.ipv4.tcp_tw_recycle": "1", "net.ipv4.tcp_fastopen": "0", "net.ipv4.tcp_low_latency": "1",
@@ -309,7 +309,7 @@ func Synthetic256() *Spec {
 			{Ctrl: "nvme2", PCI: "0000:82:00.0", Node: 2, IOQueues: 128, Scheduler: "[none] mq-deadline", NrRequests: 1023},
 			{Ctrl: "nvme3", PCI: "0000:c2:00.0", Node: 3, IOQueues: 128, Scheduler: "[none] mq-deadline", NrRequests: 1023},
 		},
-		IRQBalance: &IRQBalance{Running: false, ConfigPath: "/etc/default/irqbalance",
+		IRQBalance: &IRQBalance{Running: false, UnitFile: "enabled", ConfigPath: "/etc/default/irqbalance",
 			Config: "# irqbalance is a daemon process that distributes interrupts across\n# CPUs on SMP systems.\n#\n#IRQBALANCE_ONESHOT=\n\n# IRQBALANCE_BANNED_CPULIST\n#    List of CPUs which irqbalance must not place interrupts on.\nIRQBALANCE_BANNED_CPULIST=0-1,128-129\n"},
 		THP: "madvise", THPDefrag: "madvise", Systemd: true,
 		Sysctls: map[string]string{"net.core.default_qdisc": "fq_codel", "net.ipv4.tcp_mem": "6186270 8248362 12372540"},

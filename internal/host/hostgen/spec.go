@@ -139,6 +139,9 @@ type IRQBalance struct {
 	PID        int
 	ConfigPath string
 	Config     string
+	// UnitFile is irqbalance.service's unit file state: "enabled",
+	// "disabled", "masked", or "" for no unit installed.
+	UnitFile string
 }
 
 // Load shapes the counters so doctor has something to find.
