@@ -169,8 +169,10 @@ const plainTBFFallback = "without cake or fq_codel, capped-uplink falls back to 
 
 // runScenario runs a scenario and checks it: every variant ran, every
 // verdict agrees with the figure it judges, and expectations hold except
-// known misses. Timing-sensitive scenarios get one retry with the reason
-// logged.
+// known misses. Timing-sensitive scenarios get up to two retries with the
+// reason logged: under qemu's software CPU a burst of other work on the
+// machine starves the guest's senders for tens of milliseconds (a clean
+// clone's run missed game-egress twice while other tests ran beside it).
 func runScenario(t *testing.T, name string, opts Options, retry bool) *Result {
 	t.Helper()
 	allowCongestion(t)
@@ -196,11 +198,11 @@ func runScenario(t *testing.T, name string, opts Options, retry bool) *Result {
 		if len(unexpected) == 0 {
 			return r
 		}
-		if !retry || attempt == 2 {
+		if !retry || attempt == 3 {
 			t.Errorf("expectations missed: %s", strings.Join(unexpected, "; "))
 			return r
 		}
-		t.Logf("retrying once: timing on a shared 2-core machine (%s)", strings.Join(unexpected, "; "))
+		t.Logf("retrying (attempt %d of 3): timing on a shared 2-core machine (%s)", attempt+1, strings.Join(unexpected, "; "))
 	}
 }
 
