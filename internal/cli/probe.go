@@ -58,6 +58,23 @@ func addOutFlags(fs *flag.FlagSet) *outFlags {
 	}
 }
 
+// target parses a measuring probe's command line: its flags and one
+// HOST:PORT, and the shared key from wherever it was given.
+func (of *outFlags) target(env *Env, fs *flag.FlagSet, args []string) (string, []byte, error) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", nil, helpOK(err)
+	}
+	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
+		return "", nil, err
+	}
+	key, err := readKey(env, *of.key, *of.keyFile)
+	if err != nil {
+		return "", nil, err
+	}
+	return pos[0], key, nil
+}
+
 // readKey resolves the shared key: --key, then --key-file, then $LOWLAT_KEY.
 func readKey(env *Env, key, keyFile string) ([]byte, error) {
 	switch {
@@ -137,8 +154,15 @@ func writeFileAtomic(path string, v any) error {
 	return nil
 }
 
-// parseDSCP reads EF, CS0..CS7, AF11..AF43, VA or a number 0..63.
-func parseDSCP(s string) (int, error) { return probe.ParseDSCP(s) }
+// parseDSCP reads --dscp (EF, CS0..CS7, AF11..AF43, VA or a number 0..63)
+// for probe kind, a usage error when it is none of those.
+func parseDSCP(kind, s string) (int, error) {
+	d, err := probe.ParseDSCP(s)
+	if err != nil {
+		return 0, usageErr(kind, err)
+	}
+	return d, nil
+}
 
 // parseRate reads "100", "100/s" or "6000/m".
 func parseRate(s string) (float64, error) {
@@ -186,25 +210,18 @@ func probeUDP(ctx context.Context, env *Env, args []string) error {
 	dscp := fs.String("dscp", "0", "DSCP for the probes: EF, CS0..CS7, AF11..AF43 or 0..63")
 	wait := fs.Duration("wait", 0, "wait for late replies after the last probe (0: 3 × max RTT, 200ms..3s)")
 	of := addOutFlags(fs)
-	pos, err := parse(fs, args)
+	target, key, err := of.target(env, fs, args)
 	if err != nil {
-		return helpOK(err)
-	}
-	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
 		return err
 	}
-	d, err := parseDSCP(*dscp)
-	if err != nil {
-		return usageErr("udp", err)
-	}
-	key, err := readKey(env, *of.key, *of.keyFile)
+	d, err := parseDSCP("udp", *dscp)
 	if err != nil {
 		return err
 	}
 	if *interval <= 0 {
 		return usageErr("udp", fmt.Errorf("interval %s: must be at least %s", *interval, probe.MinInterval))
 	}
-	cfg := probe.UDPConfig{Target: pos[0], Interval: probe.Duration(*interval), Duration: probe.Duration(*duration), Size: *size, DSCP: d, Wait: probe.Duration(*wait), Key: key, Force: *of.force}
+	cfg := probe.UDPConfig{Target: target, Interval: probe.Duration(*interval), Duration: probe.Duration(*duration), Size: *size, DSCP: d, Wait: probe.Duration(*wait), Key: key, Force: *of.force}
 	stop := progress(env, "probe udp", *duration)
 	res, err := probe.UDP(ctx, cfg)
 	stop()
@@ -281,14 +298,7 @@ func probeTCP(ctx context.Context, env *Env, args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long to send requests")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up on one request or connection setup after this long")
 	of := addOutFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
-	}
-	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
-		return err
-	}
-	key, err := readKey(env, *of.key, *of.keyFile)
+	target, key, err := of.target(env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -304,7 +314,7 @@ func probeTCP(ctx context.Context, env *Env, args []string) error {
 	if *conns <= 0 {
 		return usageErr("tcp", fmt.Errorf("connections %d: must be 1..%d", *conns, probe.MaxConnections))
 	}
-	cfg := probe.TCPConfig{Target: pos[0], Connections: *conns, Rate: r, Size: *size, Pattern: *pattern, Nagle: !*nodelay, ServerNagle: !*serverNodelay,
+	cfg := probe.TCPConfig{Target: target, Connections: *conns, Rate: r, Size: *size, Pattern: *pattern, Nagle: !*nodelay, ServerNagle: !*serverNodelay,
 		Duration: probe.Duration(*duration), Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
 	stop := progress(env, "probe tcp", *duration)
 	res, err := probe.TCP(ctx, cfg)
@@ -341,14 +351,7 @@ func probeCRR(ctx context.Context, env *Env, args []string) error {
 	count := fs.Int("count", 0, "stop after this many transactions (0: run for --duration)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on one transaction after this long")
 	of := addOutFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
-	}
-	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
-		return err
-	}
-	key, err := readKey(env, *of.key, *of.keyFile)
+	target, key, err := of.target(env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -362,7 +365,7 @@ func probeCRR(ctx context.Context, env *Env, args []string) error {
 	if *parallel <= 0 {
 		return usageErr("crr", fmt.Errorf("parallel %d: must be 1..%d", *parallel, probe.MaxParallel))
 	}
-	cfg := probe.CRRConfig{Target: pos[0], Request: *reqB, Response: *respB, FastOpen: *fastopen, Rate: r, Parallel: *parallel, Duration: probe.Duration(*duration), Count: *count, Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
+	cfg := probe.CRRConfig{Target: target, Request: *reqB, Response: *respB, FastOpen: *fastopen, Rate: r, Parallel: *parallel, Duration: probe.Duration(*duration), Count: *count, Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
 	stop := progress(env, "probe crr", *duration)
 	res, err := probe.CRR(ctx, cfg)
 	stop()
@@ -395,18 +398,11 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 	size := fs.Int("size", 64, "UDP probe payload bytes")
 	dscp := fs.String("dscp", "0", "DSCP for the UDP probes (the load flows stay unmarked): EF, CS0..CS7, AF11..AF43 or 0..63")
 	of := addOutFlags(fs)
-	pos, err := parse(fs, args)
+	target, key, err := of.target(env, fs, args)
 	if err != nil {
-		return helpOK(err)
-	}
-	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
 		return err
 	}
-	d, err := parseDSCP(*dscp)
-	if err != nil {
-		return usageErr("load", err)
-	}
-	key, err := readKey(env, *of.key, *of.keyFile)
+	d, err := parseDSCP("load", *dscp)
 	if err != nil {
 		return err
 	}
@@ -419,7 +415,7 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 	if *interval <= 0 || *duration <= 0 || *idle <= 0 {
 		return usageErr("load", errors.New("interval, duration and idle must be positive"))
 	}
-	cfg := probe.LoadConfig{Target: pos[0], Upload: *up, Download: *down, Flows: *flows, Duration: probe.Duration(*duration), Idle: probe.Duration(*idle), Interval: probe.Duration(*interval), Size: *size, DSCP: d, Key: key, Force: *of.force}
+	cfg := probe.LoadConfig{Target: target, Upload: *up, Download: *down, Flows: *flows, Duration: probe.Duration(*duration), Idle: probe.Duration(*idle), Interval: probe.Duration(*interval), Size: *size, DSCP: d, Key: key, Force: *of.force}
 	stop := progress(env, "probe load", *idle+*duration+time.Second)
 	res, err := probe.Load(ctx, cfg)
 	stop()
