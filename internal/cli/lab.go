@@ -174,36 +174,7 @@ func labReport(env *Env, args []string) error {
 }
 
 func writeHTMLAtomic(path string, rs ...*lab.Result) error {
-	f, err := os.CreateTemp(dirOf(path), ".lab-*.html.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := lab.WriteHTML(f, rs); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func dirOf(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		if i == 0 {
-			return "/"
-		}
-		return p[:i]
-	}
-	return "."
+	return writeAtomic(path, func(w io.Writer) error { return lab.WriteHTML(w, rs) })
 }
 
 func labRun(ctx context.Context, env *Env, args []string) error {

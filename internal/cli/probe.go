@@ -1,17 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/report"
 	"golang.org/x/term"
@@ -127,28 +128,20 @@ func emit(env *Env, of *outFlags, v any, human func(io.Writer) error) error {
 	return human(env.Stdout)
 }
 
-// writeFileAtomic writes JSON to a temporary file in the same directory and
-// renames it into place, so FILE is either the whole result or untouched.
+// writeFileAtomic writes JSON to FILE whole or not at all.
 func writeFileAtomic(path string, v any) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	return writeAtomic(path, func(w io.Writer) error { return report.JSON(w, v) })
+}
+
+// writeAtomic renders into memory and writes the file through
+// knob.WriteFileAtomic (temporary file, fsync, rename), so FILE is either
+// the whole output or untouched.
+func writeAtomic(path string, render func(io.Writer) error) error {
+	var b bytes.Buffer
+	if err := render(&b); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := report.JSON(f, v); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := knob.WriteFileAtomic(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
