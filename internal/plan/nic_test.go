@@ -1,10 +1,7 @@
 package plan
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,33 +24,7 @@ func TestGoldenPlansSynthetic256(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range profile.BuiltinNames() {
-		t.Run(name, func(t *testing.T) {
-			sets := map[string]string{}
-			if name == "capped-uplink" {
-				sets["rate"] = "2mbit"
-				sets["down"] = "20mbit"
-			}
-			p, err := Make(f, resolve(t, name, sets), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.Host.Source = ""
-			got, _ := json.MarshalIndent(p, "", "  ")
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "synthetic-256", name+".json")
-			if *update {
-				os.MkdirAll(filepath.Dir(path), 0o755)
-				os.WriteFile(path, got, 0o644)
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("plan differs from %s (-want +got):\n%s", path, lineDiff(string(want), string(got)))
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkGoldenPlan(t, f, name, filepath.Join("testdata", "synthetic-256", name+".json")) })
 	}
 }
 

@@ -40,34 +40,39 @@ func TestGoldenPlans(t *testing.T) {
 	for _, h := range fixtureHosts {
 		f := loadFixture(t, h)
 		for _, name := range profile.BuiltinNames() {
-			t.Run(h+"/"+name, func(t *testing.T) {
-				sets := map[string]string{}
-				if name == "capped-uplink" {
-					sets["rate"] = "2mbit"
-					sets["down"] = "20mbit"
-				}
-				p, err := Make(f, resolve(t, name, sets), Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Host.Source = "" // fixture path differs per checkout
-				got, _ := json.MarshalIndent(p, "", "  ")
-				got = append(got, '\n')
-				path := filepath.Join("testdata", h, name+".json")
-				if *update {
-					os.MkdirAll(filepath.Dir(path), 0o755)
-					os.WriteFile(path, got, 0o644)
-					return
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create)", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("plan differs from %s (-want +got):\n%s", path, lineDiff(string(want), string(got)))
-				}
-			})
+			t.Run(h+"/"+name, func(t *testing.T) { checkGoldenPlan(t, f, name, filepath.Join("testdata", h, name+".json")) })
 		}
+	}
+}
+
+// checkGoldenPlan plans builtin profile name on f (capped-uplink at 2/20
+// Mbit/s) and compares the JSON with the golden file, or rewrites it with
+// -update.
+func checkGoldenPlan(t *testing.T, f *host.Facts, name, path string) {
+	t.Helper()
+	sets := map[string]string{}
+	if name == "capped-uplink" {
+		sets["rate"] = "2mbit"
+		sets["down"] = "20mbit"
+	}
+	p, err := Make(f, resolve(t, name, sets), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Host.Source = "" // fixture path differs per checkout
+	got, _ := json.MarshalIndent(p, "", "  ")
+	got = append(got, '\n')
+	if *update {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, got, 0o644)
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("plan differs from %s (-want +got):\n%s", path, lineDiff(string(want), string(got)))
 	}
 }
 
