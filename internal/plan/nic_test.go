@@ -24,7 +24,9 @@ func TestGoldenPlansSynthetic256(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range profile.BuiltinNames() {
-		t.Run(name, func(t *testing.T) { checkGoldenPlan(t, f, name, filepath.Join("testdata", "synthetic-256", name+".json")) })
+		t.Run(name, func(t *testing.T) {
+			checkGoldenPlan(t, f, name, filepath.Join("testdata", "synthetic-256", name+".json"))
+		})
 	}
 }
 
