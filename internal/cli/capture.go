@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/lowlat/lowlat/internal/atomicfile"
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/knob"
 )
 
 func init() {
@@ -57,7 +57,7 @@ func runCapture(ctx context.Context, env *Env, args []string) error {
 	abs, _ := filepath.Abs(*out)
 	// Written whole or not at all: a half-written snapshot would mislead
 	// whoever reads it later.
-	if err := knob.WriteFileAtomic(abs, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(abs, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("capture: write %s: %w", *out, err)
 	}
 	fmt.Fprintf(env.Stderr, "wrote %s (%d interfaces, %d sysctls, %d IRQs; %d sources unreadable)\n", *out, len(f.Interfaces), len(f.Sysctls), len(f.IRQs), len(f.Errors))

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lowlat/lowlat/internal/knob"
+	"golang.org/x/term"
+
+	"github.com/lowlat/lowlat/internal/atomicfile"
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/report"
-	"golang.org/x/term"
 )
 
 func init() {
@@ -134,14 +135,14 @@ func writeFileAtomic(path string, v any) error {
 }
 
 // writeAtomic renders into memory and writes the file through
-// knob.WriteFileAtomic (temporary file, fsync, rename), so FILE is either
+// atomicfile.Write (temporary file, fsync, rename), so FILE is either
 // the whole output or untouched.
 func writeAtomic(path string, render func(io.Writer) error) error {
 	var b bytes.Buffer
 	if err := render(&b); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := knob.WriteFileAtomic(path, b.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lowlat/lowlat/internal/atomicfile"
 )
 
 // Version is the record format this lowlat writes and understands.
@@ -161,7 +163,7 @@ func Open(path string, mode Mode) (*Journal, error) {
 		}
 		j.f = f
 		if created {
-			if err := syncDir(filepath.Dir(path)); err != nil {
+			if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 				j.Close()
 				return nil, fmt.Errorf("journal %s: sync directory: %w", path, err)
 			}
@@ -346,18 +348,6 @@ func NewTxnID(now time.Time) string {
 	b := make([]byte, 3)
 	rand.Read(b)
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	return nil
 }
 
 // ReadState opens the journal at path read-only, replays it and closes it.

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/lowlat/lowlat/internal/host"
 	"golang.org/x/sys/unix"
+
+	"github.com/lowlat/lowlat/internal/atomicfile"
+	"github.com/lowlat/lowlat/internal/host"
 )
 
 // sysctlKnob is /proc/sys/<name with dots as slashes>. Values are compared with
@@ -169,61 +171,18 @@ func (k *fileKnob) Write(ctx context.Context, value string) error {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file %s: remove: %w", k.path, err)
 		}
-		return syncDir(filepath.Dir(p))
+		return atomicfile.SyncDir(filepath.Dir(p))
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("file %s: %w", k.path, err)
 	}
-	if err := WriteFileAtomic(p, []byte(value), 0o644); err != nil {
+	if err := atomicfile.Write(p, []byte(value), 0o644); err != nil {
 		return fmt.Errorf("file %s: %w", k.path, err)
 	}
 	return nil
 }
 
 func (k *fileKnob) Satisfied(live, desired string) bool { return live == desired }
-
-// WriteFileAtomic writes data to path via a temporary file in the same
-// directory, fsyncs it, renames it into place and fsyncs the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	return nil
-}
 
 // linkKnob is a symbolic link lowlat owns (enabling a systemd unit). Its value
 // is the link target, or Absent.
@@ -265,7 +224,7 @@ func (k *linkKnob) Write(ctx context.Context, value string) error {
 			return fmt.Errorf("link %s -> %s: %w", k.path, value, err)
 		}
 	}
-	return syncDir(filepath.Dir(p))
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 func (k *linkKnob) Satisfied(live, desired string) bool { return live == desired }

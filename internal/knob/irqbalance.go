@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/lowlat/lowlat/internal/atomicfile"
 )
 
 // IRQBalanceVars are the assignments lowlat manages in irqbalance's
@@ -175,7 +177,7 @@ func (k *irqbalanceKnob) Write(ctx context.Context, value string) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("irqbalance %s: %w", k.path, err)
 		}
-		if err := WriteFileAtomic(p, []byte(content), 0o644); err != nil {
+		if err := atomicfile.Write(p, []byte(content), 0o644); err != nil {
 			return fmt.Errorf("irqbalance %s: write: %w", k.path, err)
 		}
 	}
