@@ -53,7 +53,9 @@ const (
 	TypeRestored      = "restored"
 	TypeRollbackEnd   = "rollback-end"
 	TypeReapply       = "reapply"
-	TypeLost          = "lost"
+	// TypeLost records the knobs of a transaction that a reboot put back
+	// (Knobs; a record without Knobs, as older lowlat wrote it, means all).
+	TypeLost = "lost"
 )
 
 // Record is one line of the journal.
@@ -70,6 +72,8 @@ type Record struct {
 	Error  string    `json:"error,omitempty"`
 	// Failed lists knobs a rollback could not restore.
 	Failed []string `json:"failed,omitempty"`
+	// Knobs lists the knobs a lost record is about.
+	Knobs  []string `json:"knobs,omitempty"`
 	BootID string   `json:"boot_id,omitempty"`
 }
 
@@ -86,8 +90,18 @@ type Meta struct {
 	Args      []string          `json:"args,omitempty"`
 	ConfirmBy *time.Time        `json:"confirm_by,omitempty"`
 	Persist   bool              `json:"persist,omitempty"`
+	// Deferred are changes made only when the transaction is confirmed:
+	// the files that make a --confirm --persist apply survive a reboot, so
+	// that nothing of an unconfirmed transaction comes back at boot.
+	Deferred []Change `json:"deferred,omitempty"`
 	// WatchdogPID is the dead-man process of a --confirm apply.
 	WatchdogPID int `json:"watchdog_pid,omitempty"`
+}
+
+// Change is one knob and the value to give it.
+type Change struct {
+	Knob  string `json:"knob"`
+	Value string `json:"value"`
 }
 
 // Errors callers can test for with errors.Is.
@@ -100,83 +114,280 @@ var (
 // Journal is an open journal file, locked for this process.
 type Journal struct {
 	path string
-	f    *os.File
-	lock *os.File
+	// f is the journal itself; nil when a read-only open found no journal.
+	f *os.File
 	// writable is false for a shared, read-only open.
 	writable bool
+	// locked is false for a Peek: a snapshot read without the lock.
+	locked bool
 }
 
 // Mode is how a journal is opened.
 type Mode int
 
 const (
-	// ReadOnly takes a shared lock: concurrent readers, no writer.
+	// ReadOnly takes a shared lock: concurrent readers, no writer. It never
+	// creates anything: a journal that does not exist reads as empty.
 	ReadOnly Mode = iota
 	// ReadWrite takes the exclusive lock and creates the file if needed.
 	ReadWrite
 )
 
-// Open opens and locks the journal at path. It does not wait: if another lowlat
-// holds the lock, it fails with ErrLocked naming that process.
+// File modes of what lowlat creates: the journal holds the values a
+// rollback writes back as root, and whoever can lock it can hold off a
+// dead-man rollback, so only root may open it.
+const (
+	fileMode = 0o600
+	dirMode  = 0o700
+)
+
+// Open opens and locks the journal at path. The lock is a flock(2) on the
+// journal file itself: there is no lock file beside it, and only those who
+// can open the journal (root: it is 0600 in a 0700 directory) can take it.
+// Open does not wait: if another process holds the lock, it fails with
+// ErrLocked naming that process.
+//
+// A path that exists but is not a lowlat journal (not a regular file, or
+// whose first line is not a journal record) is refused before anything is
+// locked, created or written.
 func Open(path string, mode Mode) (*Journal, error) {
-	if mode == ReadWrite {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("journal %s: %w", path, err)
-		}
+	f, err := openFile(path, mode)
+	if err != nil {
+		return nil, err
 	}
-	lockPath := path + ".lock"
-	flag, how := os.O_RDONLY, unix.LOCK_SH
-	if mode == ReadWrite {
-		flag, how = os.O_RDWR|os.O_CREATE, unix.LOCK_EX
-	}
-	lock, err := os.OpenFile(lockPath, flag, 0o644)
-	if errors.Is(err, os.ErrNotExist) && mode == ReadOnly {
-		// Nobody ever wrote a journal here: an empty read-only view.
+	if f == nil {
 		return &Journal{path: path}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: open lock: %w", path, err)
+	how := unix.LOCK_SH
+	if mode == ReadWrite {
+		how = unix.LOCK_EX
 	}
-	if err := unix.Flock(int(lock.Fd()), how|unix.LOCK_NB); err != nil {
-		holder := ""
-		if b, _ := os.ReadFile(lockPath); len(bytes.TrimSpace(b)) > 0 {
-			holder = " (pid " + strings.TrimSpace(string(b)) + ")"
-		}
-		lock.Close()
+	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
+		holder := Holder(f)
+		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("journal %s: %w%s: an apply or rollback is in progress", path, ErrLocked, holder)
+			msg := ""
+			if holder.PID > 0 {
+				msg = " (" + holder.String() + ")"
+			}
+			return nil, &LockedError{Path: path, Holder: holder, err: fmt.Errorf("journal %s: %w%s: an apply or rollback is in progress", path, ErrLocked, msg)}
 		}
 		return nil, fmt.Errorf("journal %s: lock: %w", path, err)
 	}
-	j := &Journal{path: path, lock: lock, writable: mode == ReadWrite}
-	if mode == ReadWrite {
-		lock.Truncate(0)
-		lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		created := false
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			created = true
-		}
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			j.Close()
-			return nil, fmt.Errorf("journal %s: %w", path, err)
-		}
-		j.f = f
-		if created {
-			if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
-				j.Close()
-				return nil, fmt.Errorf("journal %s: sync directory: %w", path, err)
-			}
-		}
-	} else {
-		f, err := os.Open(path)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			j.Close()
-			return nil, fmt.Errorf("journal %s: %w", path, err)
-		}
-		j.f = f
+	return &Journal{path: path, f: f, writable: mode == ReadWrite, locked: true}, nil
+}
+
+// Peek opens the journal for reading without taking the lock, for a status
+// report while another process holds it. The journal is append-only, so what
+// Peek reads is a consistent prefix, but for a last line being written right
+// now (reported as Torn, never cut).
+func Peek(path string) (*Journal, error) {
+	f, err := openFile(path, ReadOnly)
+	if err != nil {
+		return nil, err
 	}
-	return j, nil
+	return &Journal{path: path, f: f}, nil
+}
+
+// openFile opens the journal file: read-only without creating anything, or
+// read-write creating it (0600, its missing directories 0700). Either way it
+// checks first that an existing file is a lowlat journal.
+func openFile(path string, mode Mode) (*os.File, error) {
+	// O_NONBLOCK: a FIFO given as --journal must not hang the open.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && mode == ReadOnly:
+		// Nobody ever wrote a journal here: an empty read-only view.
+		return nil, nil
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	default:
+		if err := checkJournal(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal %s: %w", path, err)
+		}
+		if mode == ReadOnly {
+			return f, nil
+		}
+		f.Close()
+	}
+	dir := filepath.Dir(path)
+	if err := mkdirPrivate(dir); err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|unix.O_NONBLOCK|unix.O_CLOEXEC, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	// Checked again on the file actually opened: it may have been created
+	// or replaced in between.
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkJournal(f)
+	}
+	if err == nil && fi.Mode().Perm()&0o077 != 0 {
+		// A journal from an older lowlat (0644): tighten it.
+		err = f.Chmod(fileMode)
+	}
+	if err == nil && fi.Size() == 0 {
+		// Possibly just created: make its directory entry durable.
+		err = atomicfile.SyncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// mkdirPrivate creates dir and its missing parents 0700. lowlat's own state
+// directory (that of DefaultPath) is tightened to 0700 when an older lowlat
+// made it 0755; any other existing directory is left as its owner set it.
+func mkdirPrivate(dir string) error {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return err
+	}
+	if dir != filepath.Dir(DefaultPath) {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != dirMode {
+		return os.Chmod(dir, dirMode)
+	}
+	return nil
+}
+
+// ErrNotJournal is returned for a path that holds something else than a
+// lowlat journal.
+var ErrNotJournal = errors.New("not a lowlat journal")
+
+// checkJournal refuses anything but a regular file that is empty or starts
+// with a journal record. It reads only the first line, and leaves f at 0.
+func checkJournal(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: it is a %s, not a regular file", ErrNotJournal, fileType(fi.Mode()))
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	first, err := bufio.NewReaderSize(io.LimitReader(f, 1<<20), 4096).ReadBytes('\n')
+	if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+		return serr
+	}
+	if err != nil && err != io.EOF {
+		return err
+	}
+	if _, reason := parseLine(first, err == nil); reason != "" {
+		if err == io.EOF && fi.Size() < 4096 && !bytes.ContainsAny(first, "\n") && looksLikeRecordStart(first) {
+			// One torn record and nothing else: an apply killed inside
+			// its very first write. Still ours.
+			return nil
+		}
+		return fmt.Errorf("%w: line 1: %s", ErrNotJournal, reason)
+	}
+	return nil
+}
+
+// looksLikeRecordStart reports whether b begins like "<8 hex> {".
+func looksLikeRecordStart(b []byte) bool {
+	if len(b) < 10 || b[8] != ' ' || b[9] != '{' {
+		return false
+	}
+	_, err := strconv.ParseUint(string(b[:8]), 16, 32)
+	return err == nil
+}
+
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+// LockedError is ErrLocked with the process that holds the lock.
+type LockedError struct {
+	Path   string
+	Holder Process
+	err    error
+}
+
+func (e *LockedError) Error() string { return e.err.Error() }
+func (e *LockedError) Unwrap() error { return e.err }
+
+// Process is a process holding a journal lock.
+type Process struct {
+	PID int
+	// Cmdline is its command line, space-separated ("" when unreadable).
+	Cmdline string
+}
+
+func (p Process) String() string {
+	if p.Cmdline == "" {
+		return "pid " + strconv.Itoa(p.PID)
+	}
+	return "pid " + strconv.Itoa(p.PID) + ": " + p.Cmdline
+}
+
+// Holder finds the process holding a flock on f's file in /proc/locks (zero
+// when none or unknown).
+func Holder(f *os.File) Process {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return Process{}
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return Process{}
+	}
+	pid := holderIn(string(b), uint32(unix.Major(uint64(st.Dev))), uint32(unix.Minor(uint64(st.Dev))), st.Ino)
+	if pid <= 0 {
+		return Process{}
+	}
+	p := Process{PID: pid}
+	if c, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
+		p.Cmdline = strings.TrimSpace(strings.ReplaceAll(string(c), "\x00", " "))
+	}
+	return p
+}
+
+// holderIn parses /proc/locks ("1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF")
+// for the process holding a flock on the inode; a waiting lock ("->") is not
+// a holder.
+func holderIn(locks string, major, minor uint32, ino uint64) int {
+	want := fmt.Sprintf("%02x:%02x:%d", major, minor, ino)
+	suffix := fmt.Sprintf(":%d", ino)
+	byInode := 0
+	for _, line := range strings.Split(locks, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[4])
+		if f[5] == want {
+			return pid
+		}
+		// Stacked filesystems (overlayfs) list the lower device: fall
+		// back to the inode alone.
+		if strings.HasSuffix(f[5], suffix) && byInode == 0 {
+			byInode = pid
+		}
+	}
+	return byInode
 }
 
 // Path is the journal's file name.
@@ -184,16 +395,10 @@ func (j *Journal) Path() string { return j.path }
 
 // Close releases the lock.
 func (j *Journal) Close() error {
-	if j.f != nil {
-		j.f.Close()
+	if j.f == nil {
+		return nil
 	}
-	if j.lock != nil {
-		if j.writable {
-			j.lock.Truncate(0)
-		}
-		return j.lock.Close()
-	}
-	return nil
+	return j.f.Close()
 }
 
 // Append writes one record and fsyncs it. Only after Append returns may the

@@ -21,7 +21,10 @@ const (
 	RolledBack Status = "rolled-back"
 	// Aborted: the apply failed and rolled itself back.
 	Aborted Status = "aborted"
-	// Lost: applied in an earlier boot without --persist; the reboot undid it.
+	// Lost: applied in an earlier boot without --persist; the reboot undid
+	// every one of its knobs. A transaction with knobs that survive a reboot
+	// (files, drop-ins, a disabled service) loses only the others and stays
+	// Applied.
 	Lost Status = "lost"
 )
 
@@ -48,6 +51,9 @@ type Txn struct {
 	// Boots are the boot ids the transaction was in force in (the apply's boot
 	// plus every boot a persisted transaction was re-applied in).
 	Boots []string
+	// Lost are the intents a reboot put back (volatile knobs of a transaction
+	// applied without --persist); they are no longer part of Intents.
+	Lost  []Intent
 	Ended time.Time
 }
 
@@ -72,6 +78,23 @@ func (t *Txn) InBoot(boot string) bool {
 		}
 	}
 	return false
+}
+
+// DropLost moves the intents of knobs a reboot put back from Intents to
+// Lost; a transaction left with no intent is Lost as a whole.
+func (t *Txn) DropLost(knobs []string, at time.Time) {
+	for _, k := range knobs {
+		for i, in := range t.Intents {
+			if in.Knob == k {
+				t.Lost = append(t.Lost, in)
+				t.Intents = append(t.Intents[:i:i], t.Intents[i+1:]...)
+				break
+			}
+		}
+	}
+	if len(t.Intents) == 0 && t.Status == Applied {
+		t.Status, t.Ended = Lost, at
+	}
 }
 
 // State is the journal replayed.
@@ -134,7 +157,14 @@ func Replay(recs []Record) (*State, error) {
 				t.Boots = append(t.Boots, r.BootID)
 			}
 		case TypeLost:
-			t.Status, t.Ended = Lost, r.Time
+			knobs := r.Knobs
+			if len(knobs) == 0 {
+				// As an older lowlat wrote it: the whole transaction.
+				for _, in := range t.Intents {
+					knobs = append(knobs, in.Knob)
+				}
+			}
+			t.DropLost(knobs, r.Time)
 		default:
 			// Unknown record types from the same format version are a bug.
 			return nil, fmt.Errorf("%w: record %d has unknown type %q", ErrCorrupt, i+1, r.Type)
