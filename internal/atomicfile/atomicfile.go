@@ -15,6 +15,13 @@ import (
 // Write writes data to path via a temporary file in the same directory,
 // fsyncs it, renames it into place and fsyncs the directory.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteOwned(path, data, perm, -1, -1)
+}
+
+// WriteOwned is Write giving the file an owner and group too (-1 leaves
+// that id as the writer's). The temporary file gets its mode and owner
+// before the rename, so path never exists with the wrong ones.
+func WriteOwned(path string, data []byte, perm os.FileMode, uid, gid int) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -26,6 +33,13 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		f.Close()
 		return err
 	}
+	if uid >= 0 || gid >= 0 {
+		if err := f.Chown(uid, gid); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	// After the chown, which clears set-user-id and set-group-id bits.
 	if err := f.Chmod(perm); err != nil {
 		f.Close()
 		return err

@@ -157,11 +157,9 @@ func (k *blockKnob) Satisfied(live, desired string) bool {
 	return true
 }
 
-// Same is exact (all three settings), or a vanished device.
+// Same is exact (all three settings). A vanished device is not "restored":
+// see Vanished.
 func (k *blockKnob) Same(a, b string) bool {
-	if a == Absent {
-		return true
-	}
 	x, err1 := ParseBlockValue(a)
 	y, err2 := ParseBlockValue(b)
 	if err1 != nil || err2 != nil || len(x) != len(y) {

@@ -10,7 +10,7 @@ import (
 // dropinKnob is a systemd drop-in file lowlat owns:
 // "dropin/gateway.service/50-lowlat-cpus.conf" is
 // /etc/systemd/system/gateway.service.d/50-lowlat-cpus.conf. Its value is the
-// file's content or Absent, like a file knob; after each write systemd reloads
+// file's FileValue, like a file knob; after each write systemd reloads
 // its unit files (where systemd runs), so the drop-in is what the next start
 // of the service uses, and a rollback takes it back the same way.
 type dropinKnob struct {
@@ -54,4 +54,7 @@ func (k *dropinKnob) Write(ctx context.Context, value string) error {
 	return nil
 }
 
-func (k *dropinKnob) Satisfied(live, desired string) bool { return live == desired }
+func (k *dropinKnob) Satisfied(live, desired string) bool { return k.file.Satisfied(live, desired) }
+
+// Same compares content, mode and owner, as for a file.
+func (k *dropinKnob) Same(a, b string) bool { return k.file.Same(a, b) }

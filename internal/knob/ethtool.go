@@ -551,7 +551,6 @@ func (k *ethtoolKnob) Satisfied(live, desired string) bool {
 	return live == desired
 }
 
-// Same is exact equality; a device that vanished (Absent) needs no restore.
-func (k *ethtoolKnob) Same(a, b string) bool {
-	return a == b || a == Absent
-}
+// Same is exact equality. A device that vanished is not "restored": see
+// Vanished.
+func (k *ethtoolKnob) Same(a, b string) bool { return a == b }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -136,8 +137,11 @@ func mapErrno(err error) error {
 	return err
 }
 
-// fileKnob is a configuration file lowlat owns (/etc/sysctl.d/99-lowlat.conf, a
-// systemd unit). Its value is the whole content, or Absent.
+// fileKnob is a configuration file lowlat owns (/etc/sysctl.d/99-lowlat-*.conf,
+// a systemd unit). Its value is a FileValue: content, mode and owner, or
+// absence (with the directory that was missing too), so a rollback gives back
+// exactly the file that was there, or removes the file and the directories
+// lowlat created for it.
 type fileKnob struct {
 	sys  *System
 	path string
@@ -153,43 +157,113 @@ func newFile(sys *System, path string) (Knob, error) {
 func (k *fileKnob) ID() string { return "file" + k.path }
 
 func (k *fileKnob) Read(ctx context.Context) (string, error) {
-	b, err := os.ReadFile(k.sys.path(k.path))
-	if errors.Is(err, fs.ErrNotExist) {
-		return Absent, nil
-	}
+	v, err := k.read()
 	if err != nil {
-		return "", fmt.Errorf("file %s: read: %w", k.path, err)
+		return "", err
 	}
-	return string(b), nil
+	return v.String(), nil
 }
 
-// Write replaces the file atomically (temp file, fsync, rename, fsync dir), or
-// removes it for Absent, so a crash leaves either the old or the new content.
-func (k *fileKnob) Write(ctx context.Context, value string) error {
+func (k *fileKnob) read() (FileValue, error) {
 	p := k.sys.path(k.path)
-	if value == Absent {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return FileValue{Absent: true, NoDir: k.missingDir(), UID: -1, GID: -1}, nil
+	}
+	if err != nil {
+		return FileValue{}, fmt.Errorf("file %s: %w", k.path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		// A symlink or directory is somebody else's arrangement: writing
+		// would replace it with a plain file that no rollback could undo.
+		return FileValue{}, fmt.Errorf("file %s: %w: not a regular file (%s)", k.path, ErrNotWritable, fi.Mode().Type())
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return FileValue{}, fmt.Errorf("file %s: read: %w", k.path, err)
+	}
+	v := FileValue{Mode: fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), UID: -1, GID: -1, Content: string(b)}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		v.UID, v.GID = int(st.Uid), int(st.Gid)
+	}
+	return v, nil
+}
+
+// missingDir returns the topmost directory of the file's path that does not
+// exist (relative to the system's root), or "" when its directory exists.
+func (k *fileKnob) missingDir() string {
+	missing := ""
+	for d := filepath.Dir(k.path); d != "/" && d != "."; d = filepath.Dir(d) {
+		if _, err := os.Lstat(k.sys.path(d)); err == nil {
+			break
+		}
+		missing = d
+	}
+	return missing
+}
+
+// Write replaces the file atomically (temp file with its mode and owner,
+// fsync, rename, fsync dir), or removes it for an absent value, so a crash
+// leaves either the old or the new file.
+func (k *fileKnob) Write(ctx context.Context, value string) error {
+	v := ParseFileValue(value)
+	p := k.sys.path(k.path)
+	if v.Absent {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file %s: remove: %w", k.path, err)
 		}
-		return atomicfile.SyncDir(filepath.Dir(p))
+		if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file %s: %w", k.path, err)
+		}
+		return k.removeDirs(v.NoDir)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("file %s: %w", k.path, err)
 	}
-	if err := atomicfile.Write(p, []byte(value), 0o644); err != nil {
+	if err := atomicfile.WriteOwned(p, []byte(v.Content), v.Mode, v.UID, v.GID); err != nil {
 		return fmt.Errorf("file %s: %w", k.path, err)
 	}
 	return nil
 }
 
-func (k *fileKnob) Satisfied(live, desired string) bool { return live == desired }
+// removeDirs removes the file's directories up to and including top, while
+// they are empty: the ones an earlier write created.
+func (k *fileKnob) removeDirs(top string) error {
+	if top == "" || !strings.HasPrefix(k.path, top+"/") {
+		return nil
+	}
+	for d := filepath.Dir(k.path); ; d = filepath.Dir(d) {
+		err := os.Remove(k.sys.path(d))
+		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			return nil // something else lives there now: keep it
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file %s: remove directory %s: %w", k.path, d, err)
+		}
+		if d == top {
+			return atomicfile.SyncDir(k.sys.path(filepath.Dir(d)))
+		}
+	}
+}
+
+func (k *fileKnob) Satisfied(live, desired string) bool {
+	return ParseFileValue(live).satisfies(ParseFileValue(desired))
+}
+
+// Same compares content, mode and owner.
+func (k *fileKnob) Same(a, b string) bool { return ParseFileValue(a).same(ParseFileValue(b)) }
 
 // linkKnob is a symbolic link lowlat owns (enabling a systemd unit). Its value
-// is the link target, or Absent.
+// is "-> TARGET", or Absent. (An older lowlat recorded the bare target.)
 type linkKnob struct {
 	sys  *System
 	path string
 }
+
+// LinkTo is the value of a link knob pointing at target.
+func LinkTo(target string) string { return "-> " + target }
+
+func linkTarget(v string) string { return strings.TrimPrefix(v, "-> ") }
 
 func newLink(sys *System, path string) (Knob, error) {
 	if filepath.Clean(path) != path || !filepath.IsAbs(path) {
@@ -201,14 +275,22 @@ func newLink(sys *System, path string) (Knob, error) {
 func (k *linkKnob) ID() string { return "link" + k.path }
 
 func (k *linkKnob) Read(ctx context.Context) (string, error) {
-	t, err := os.Readlink(k.sys.path(k.path))
+	p := k.sys.path(k.path)
+	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Absent, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("link %s: %w", k.path, err)
 	}
-	return t, nil
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return "", fmt.Errorf("link %s: %w: not a symbolic link (%s)", k.path, ErrNotWritable, fi.Mode().Type())
+	}
+	t, err := os.Readlink(p)
+	if err != nil {
+		return "", fmt.Errorf("link %s: %w", k.path, err)
+	}
+	return LinkTo(t), nil
 }
 
 func (k *linkKnob) Write(ctx context.Context, value string) error {
@@ -220,11 +302,16 @@ func (k *linkKnob) Write(ctx context.Context, value string) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("link %s: %w", k.path, err)
 		}
-		if err := os.Symlink(value, p); err != nil {
-			return fmt.Errorf("link %s -> %s: %w", k.path, value, err)
+		if err := os.Symlink(linkTarget(value), p); err != nil {
+			return fmt.Errorf("link %s -> %s: %w", k.path, linkTarget(value), err)
 		}
 	}
 	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
-func (k *linkKnob) Satisfied(live, desired string) bool { return live == desired }
+func (k *linkKnob) Satisfied(live, desired string) bool {
+	if live == Absent || desired == Absent {
+		return live == desired
+	}
+	return linkTarget(live) == linkTarget(desired)
+}

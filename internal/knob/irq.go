@@ -173,13 +173,9 @@ func (k *irqKnob) Satisfied(live, desired string) bool {
 	return ln == "" || dn == "" || ln == dn
 }
 
-// Same treats a vanished interrupt as restored: nothing is left to restore.
-func (k *irqKnob) Same(a, b string) bool {
-	if a == Absent {
-		return true
-	}
-	return k.Satisfied(a, b)
-}
+// Same is Satisfied both ways. A vanished interrupt is not "restored": see
+// Vanished.
+func (k *irqKnob) Same(a, b string) bool { return k.Satisfied(a, b) && k.Satisfied(b, a) }
 
 // Effective returns the interrupt's effective affinity (the CPU it is
 // delivered to), or nil where the kernel does not report it (before 4.13).

@@ -189,8 +189,11 @@ func TestEthtoolRefusals(t *testing.T) {
 		if v := read(t, k); v != Absent {
 			t.Errorf("read of a vanished NIC = %q, want Absent", v)
 		}
-		if !Same(k, Absent, "512") {
-			t.Error("a vanished NIC needs no restore")
+		if Same(k, Absent, "512") || Same(k, "512", Absent) {
+			t.Error("a vanished NIC compares as restored: Same must be symmetric and exact")
+		}
+		if !Vanished(k.ID(), Absent, "512") || Vanished(k.ID(), "512", Absent) || Vanished("file/etc/x", Absent, "x") {
+			t.Error("Vanished: only a device knob that reads Absent where it had a value")
 		}
 		if err := k.Write(ctx, Absent); err != nil {
 			t.Errorf("restoring Absent on a vanished NIC: %v", err)

@@ -131,10 +131,9 @@ func (k *queueKnob) Satisfied(live, desired string) bool {
 	return err1 == nil && err2 == nil && l == RoundFlowCnt(d)
 }
 
-// Same treats a vanished interface as restored.
-func (k *queueKnob) Same(a, b string) bool {
-	return a == Absent || k.Satisfied(a, b)
-}
+// Same is Satisfied both ways. A vanished interface is not "restored": see
+// Vanished.
+func (k *queueKnob) Same(a, b string) bool { return k.Satisfied(a, b) && k.Satisfied(b, a) }
 
 // RoundFlowCnt is what rps_flow_cnt reads back after writing n: the table size,
 // n rounded up to a power of two (0 stays 0).
