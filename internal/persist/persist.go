@@ -1,13 +1,17 @@
 // Package persist turns an apply into the files that make it survive a reboot:
-// /etc/sysctl.d/99-lowlat.conf for sysctls (applied by systemd-sysctl or the
-// distribution's boot scripts), and a systemd oneshot unit that re-applies the
-// qdisc, route and sysfs knobs once the network is up. The files are knob
-// changes themselves, so they are journaled with the rest and rollback removes
-// them.
+// one /etc/sysctl.d/99-lowlat-<txn>.conf per transaction for its sysctls
+// (applied by systemd-sysctl or the distribution's boot scripts, later
+// transactions sorting after earlier ones), and lowlat-boot.service, a systemd
+// oneshot unit that runs 'lowlat boot' once the network is up: it rolls back
+// any transaction still awaiting confirmation (its watchdog died with the last
+// boot) and re-applies the qdisc, route, NIC and interrupt knobs of the
+// persisted ones. The files are knob changes themselves, journaled with the
+// rest: a rollback removes exactly the files its own transaction added.
 package persist
 
 import (
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,9 +22,12 @@ import (
 
 // Paths of the files lowlat writes.
 const (
-	SysctlFile = "/etc/sysctl.d/99-lowlat.conf"
-	UnitFile   = "/etc/systemd/system/lowlat-boot.service"
-	UnitWants  = "/etc/systemd/system/multi-user.target.wants/lowlat-boot.service"
+	SysctlDir = "/etc/sysctl.d"
+	UnitFile  = "/etc/systemd/system/lowlat-boot.service"
+	UnitWants = "/etc/systemd/system/multi-user.target.wants/lowlat-boot.service"
+	// UnitDropins holds one drop-in per persisted transaction that orders
+	// the boot unit after the NICs it configures.
+	UnitDropins = "/etc/systemd/system/lowlat-boot.service.d"
 	// The timer re-asserts interrupt affinities, queue steering and the
 	// irqbalance state every 5 minutes (runbook 002: irqbalance, a driver
 	// reset or a NIC flap moves interrupts back).
@@ -29,14 +36,12 @@ const (
 	ReassertWants   = "/etc/systemd/system/timers.target.wants/lowlat-reassert.timer"
 )
 
-// Reasserted are the knob kinds the timer re-asserts: the ones something
-// else on the host changes behind lowlat's back.
-var Reasserted = map[string]bool{"irq": true, "queue": true, "ethtool": true, "service": true}
+// SysctlFile is the sysctl.d file of transaction id.
+func SysctlFile(id string) string { return SysctlDir + "/99-lowlat-" + id + ".conf" }
 
-// deviceKinds are re-applied by the boot unit: nothing else restores them
-// after a reboot.
-var deviceKinds = map[string]bool{"qdisc": true, "route": true, "sysfs": true, "ethtool": true, "irq": true, "queue": true,
-	"service": true, "cpufreq": true, "block": true}
+// unitMode is the mode of every file lowlat writes: world-readable
+// configuration, as systemd and sysctl expect.
+const unitMode fs.FileMode = 0o644
 
 // nicOf returns the interface an ethtool or queue knob acts on, or "".
 func nicOf(id string) string {
@@ -56,6 +61,9 @@ type Setting struct {
 
 // Options describe the host and the invocation.
 type Options struct {
+	// ID is the transaction the files belong to: it names the sysctl.d file
+	// and the boot unit's drop-in.
+	ID      string
 	Profile string
 	// Exe is the absolute path of the lowlat binary the unit runs.
 	Exe string
@@ -74,21 +82,34 @@ func (o Options) path(p string) string {
 	return filepath.Join(o.Root, p)
 }
 
+// Change is a file to write.
+type Change struct {
+	Knob  string
+	Value string
+}
+
+func (o Options) file(p, content string) Change {
+	return Change{Knob: "file" + o.path(p), Value: knob.FileContent(content, unitMode)}
+}
+
+func (o Options) link(p, target string) Change {
+	return Change{Knob: "link" + o.path(p), Value: knob.LinkTo(target)}
+}
+
 // Changes returns the knob changes that persist settings, and notes for the
 // user (e.g. no systemd: device knobs will not come back after a reboot).
 func Changes(settings []Setting, o Options) ([]Change, []string) {
 	var sysctls, nics []string
 	devices, reassert := 0, 0
 	for _, s := range settings {
-		kind := knob.Kind(s.Knob)
 		switch {
-		case kind == "sysctl":
+		case knob.Kind(s.Knob) == "sysctl":
 			name := strings.TrimPrefix(s.Knob, "sysctl/")
 			sysctls = append(sysctls, fmt.Sprintf("%s = %s", name, s.Value))
-		case deviceKinds[kind]:
+		case !knob.SurvivesReboot(s.Knob, s.Value):
 			devices++
 		}
-		if Reasserted[kind] {
+		if knob.Contested(s.Knob) {
 			reassert++
 		}
 		if n := nicOf(s.Knob); n != "" && !slices.Contains(nics, n) {
@@ -101,49 +122,42 @@ func Changes(settings []Setting, o Options) ([]Change, []string) {
 	var notes []string
 	if len(sysctls) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "# Written by lowlat (profile %s). 'lowlat rollback' removes this file.\n", o.Profile)
+		fmt.Fprintf(&b, "# Written by lowlat (transaction %s, profile %s). 'lowlat rollback' of that transaction removes this file.\n", o.ID, o.Profile)
 		for _, l := range sysctls {
 			b.WriteString(l + "\n")
 		}
-		out = append(out, Change{Knob: "file" + o.path(SysctlFile), Value: b.String()})
+		out = append(out, o.file(SysctlFile(o.ID), b.String()))
 	}
-	if devices > 0 {
-		if !o.Systemd {
-			notes = append(notes, fmt.Sprintf("systemd does not run here: %d device change(s) (qdisc, route, sysfs, NIC, interrupt) will not be re-applied at boot (run 'lowlat boot' from your init scripts, after the NICs are up)", devices))
-		} else {
-			// The NICs whose queues and interrupts the unit sets must exist
-			// and be up: their device units, then network-online.
-			var devUnits string
-			for _, n := range nics {
-				u := "sys-subsystem-net-devices-" + systemdEscape(n) + ".device"
-				devUnits += "Wants=" + u + "\nAfter=" + u + "\n"
-			}
-			unit := fmt.Sprintf(`# Written by lowlat (profile %s). 'lowlat rollback' removes this unit.
-[Unit]
-Description=lowlat: re-apply persisted qdisc, route, sysfs, NIC and interrupt settings
-Wants=network-online.target
-After=network-online.target systemd-sysctl.service
-`+devUnits+`
-[Service]
-Type=oneshot
-ExecStart=%s boot --journal %s
-RemainAfterExit=yes
-
-[Install]
-WantedBy=multi-user.target
-`, o.Profile, o.Exe, o.Journal)
-			out = append(out, Change{Knob: "file" + o.path(UnitFile), Value: unit}, Change{Knob: "link" + o.path(UnitWants), Value: UnitFile})
-			if reassert > 0 {
-				svc := fmt.Sprintf(`# Written by lowlat (profile %s). 'lowlat rollback' removes this unit.
+	if devices == 0 && reassert == 0 {
+		return out, notes
+	}
+	if !o.Systemd {
+		notes = append(notes, fmt.Sprintf("systemd does not run here: %d device change(s) (qdisc, route, sysfs, NIC, interrupt) will not be re-applied at boot (run 'lowlat boot' from your init scripts, after the NICs are up)", devices))
+		return out, notes
+	}
+	out = append(out, BootUnit(o)...)
+	if len(nics) > 0 {
+		// The NICs whose queues and interrupts the unit sets must exist
+		// and be up: their device units, then network-online. One drop-in
+		// per transaction, so the unit waits for the union of them all.
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Written by lowlat (transaction %s, profile %s): wait for its NICs.\n[Unit]\n", o.ID, o.Profile)
+		for _, n := range nics {
+			u := "sys-subsystem-net-devices-" + systemdEscape(n) + ".device"
+			fmt.Fprintf(&b, "Wants=%s\nAfter=%s\n", u, u)
+		}
+		out = append(out, o.file(UnitDropins+"/lowlat-"+o.ID+".conf", b.String()))
+	}
+	if reassert > 0 {
+		svc := `# Written by lowlat. A rollback of the transactions that wrote it removes it.
 [Unit]
 Description=lowlat: re-assert persisted interrupt affinity, queue and irqbalance settings
 After=lowlat-boot.service
 
 [Service]
 Type=oneshot
-ExecStart=%s reassert --journal %s
-`, o.Profile, o.Exe, o.Journal)
-				timer := fmt.Sprintf(`# Written by lowlat (profile %s). 'lowlat rollback' removes this timer.
+ExecStart=` + execLine(o.Exe, "reassert", "--journal", o.Journal) + "\n"
+		timer := `# Written by lowlat. A rollback of the transactions that wrote it removes it.
 [Unit]
 Description=lowlat: re-assert interrupt affinity every 5 minutes (irqbalance or a driver reset moves it back)
 
@@ -153,14 +167,108 @@ OnUnitActiveSec=5min
 
 [Install]
 WantedBy=timers.target
-`, o.Profile)
-				out = append(out, Change{Knob: "file" + o.path(ReassertService), Value: svc}, Change{Knob: "file" + o.path(ReassertTimer), Value: timer},
-					Change{Knob: "link" + o.path(ReassertWants), Value: ReassertTimer})
-				notes = append(notes, "lowlat-reassert.timer re-asserts interrupt and queue settings every 5 minutes from the next boot; to start it now: systemctl daemon-reload && systemctl start lowlat-reassert.timer")
-			}
-		}
+`
+		out = append(out, o.file(ReassertService, svc), o.file(ReassertTimer, timer), o.link(ReassertWants, ReassertTimer))
+		notes = append(notes, "lowlat-reassert.timer re-asserts interrupt and queue settings every 5 minutes from the next boot; to start it now: systemctl daemon-reload && systemctl start lowlat-reassert.timer")
 	}
 	return out, notes
+}
+
+// BootUnit is lowlat-boot.service and the link that enables it. Its content
+// is the same for every transaction (for one binary and journal), so a second
+// transaction that installs it changes nothing, and it stays until the last
+// of them is rolled back.
+func BootUnit(o Options) []Change {
+	unit := `# Written by lowlat. A rollback of the transactions that wrote it removes it.
+[Unit]
+Description=lowlat: roll back unconfirmed changes, re-apply persisted qdisc, route, NIC and interrupt settings
+Wants=network-online.target
+After=network-online.target systemd-sysctl.service
+
+[Service]
+Type=oneshot
+ExecStart=` + execLine(o.Exe, "boot", "--journal", o.Journal) + `
+RemainAfterExit=yes
+
+[Install]
+WantedBy=multi-user.target
+`
+	return []Change{o.file(UnitFile, unit), o.link(UnitWants, UnitFile)}
+}
+
+// Guard returns the changes an apply --confirm adds so that its dead-man
+// switch outlives a reboot: when the transaction holds knobs that survive a
+// reboot (a disabled service, a drop-in), lowlat-boot.service rolls it back
+// at the next boot unless it was confirmed. Volatile knobs need no guard: the
+// reboot itself puts them back. Without systemd there is no guard, and a
+// note says what to run.
+func Guard(settings []Setting, o Options) ([]Change, []string) {
+	durable := 0
+	for _, s := range settings {
+		if knob.SurvivesReboot(s.Knob, s.Value) {
+			durable++
+		}
+	}
+	if durable == 0 {
+		return nil, nil
+	}
+	if !o.Systemd {
+		return nil, []string{fmt.Sprintf("systemd does not run here: if the host reboots before 'lowlat confirm', %d change(s) that survive a reboot stay until 'lowlat rollback' (or 'lowlat boot' from your init scripts)", durable)}
+	}
+	return BootUnit(o), nil
+}
+
+// execLine renders an Exec= command line whose arguments systemd reads back
+// exactly (systemd.service(5), "Command lines"): each argument that is empty
+// or holds whitespace, quotes, backslashes or control characters is double
+// quoted with C escapes; "%" (a specifier) is doubled everywhere, and "$" (an
+// environment variable) in the arguments, where systemd substitutes them
+// (not in the executable's path, which systemd-analyze verify confirms).
+func execLine(exe string, args ...string) string {
+	out := []string{quoteExec(strings.ReplaceAll(exe, "%", "%%"))}
+	for _, a := range args {
+		out = append(out, execArg(a))
+	}
+	return strings.Join(out, " ")
+}
+
+// execArg quotes one argument after the executable.
+func execArg(s string) string {
+	return quoteExec(strings.NewReplacer("%", "%%", "$", "$$").Replace(s))
+}
+
+func quoteExec(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\r\"'\\;") && !hasControl(s) {
+		return s
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // systemdEscape escapes an interface name for a device unit name as
@@ -177,10 +285,4 @@ func systemdEscape(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// Change is a file to write.
-type Change struct {
-	Knob  string
-	Value string
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lowlat/lowlat/internal/knob"
 )
 
 // TestUnitsVerify has systemd's own parser check the units apply writes:
@@ -21,24 +23,34 @@ func TestUnitsVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	// A binary and journal path that need quoting: a space, a specifier
+	// character and a variable sign.
+	dir := filepath.Join(t.TempDir(), "low lat 100%$x")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	quoted := filepath.Join(dir, "lowlat bin")
+	if err := os.Symlink(exe, quoted); err != nil {
+		t.Fatal(err)
+	}
+	exe = quoted
 	settings := []Setting{
 		{Knob: "sysctl/net.ipv4.tcp_congestion_control", Value: "bbr"},
 		{Knob: "qdisc/eth0/root", Value: "fq_codel"},
 		{Knob: "irq/27/affinity", Value: "1 (i40e-eth0-TxRx-0)"},
 		{Knob: "queue/enp1s0-1/rx-0/rps_cpus", Value: "3"},
 	}
-	ch, _ := Changes(settings, Options{Profile: "game-udp", Exe: exe, Journal: "/var/lib/lowlat/journal", Systemd: true, Root: dir})
+	ch, _ := Changes(settings, Options{ID: "20261123T101010Z-abc123", Profile: "game-udp", Exe: exe, Journal: filepath.Join(dir, "state dir", "journal"), Systemd: true, Root: dir})
 	var units []string
 	for _, c := range ch {
 		p, ok := strings.CutPrefix(c.Knob, "file")
-		if !ok || !strings.HasPrefix(p, filepath.Join(dir, "etc/systemd/system")) {
+		if !ok || !strings.HasPrefix(p, filepath.Join(dir, "etc/systemd/system")) || strings.Contains(p, ".service.d/") {
 			continue
 		}
 		// systemd-analyze resolves a timer's service by name in its own
 		// directory: write them side by side under their real names.
 		p = filepath.Join(dir, filepath.Base(p))
-		if err := os.WriteFile(p, []byte(c.Value), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(knob.ParseFileValue(c.Value).Content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		units = append(units, p)
