@@ -30,7 +30,7 @@ func engine(env *Env, journalFlag string) *txn.Engine {
 		Sys:         knob.Live,
 		BootID:      txn.BootID(),
 		StartWatchdog: func(id string, deadline time.Time) (int, error) {
-			exe, err := os.Executable()
+			exe, err := lowlatExecutable()
 			if err != nil {
 				return 0, err
 			}
@@ -76,19 +76,49 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	}
 	changes := pl.ToApply()
 	var notes []string
-	if *persistFlag {
-		exe, _ := os.Executable()
-		exe, _ = filepath.Abs(exe)
-		var ps []persist.Setting
-		for _, c := range pl.Changes {
-			if c.Supported && c.Action != plan.Skip {
-				ps = append(ps, persist.Setting{Knob: c.Knob, Value: c.Desired})
+	var settings []persist.Setting
+	for _, c := range pl.Changes {
+		if c.Supported && c.Action != plan.Skip {
+			settings = append(settings, persist.Setting{Knob: c.Knob, Value: c.Desired})
+		}
+	}
+	eng := engine(env, *jpath)
+	id := eng.NewID()
+	// Files that outlive a reboot: with --confirm they wait for 'lowlat
+	// confirm' (Deferred), so nothing unconfirmed comes back at boot, and a
+	// guard unit rolls the transaction back at boot when it holds changes
+	// that survive a reboot by themselves.
+	var deferred []journal.Change
+	if (*persistFlag || *confirm > 0) && !*dry && len(changes) > 0 {
+		exe, err := lowlatExecutable()
+		if err != nil {
+			return fmt.Errorf("apply: %w (nothing was changed)", err)
+		}
+		o := persist.Options{ID: id, Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd}
+		add := func(files []persist.Change, why string) {
+			for _, fc := range files {
+				changes = append(changes, plan.Change{Knob: fc.Knob, Desired: fc.Value, Action: plan.Set, Supported: true, Reason: why})
 			}
 		}
-		files, pnotes := persist.Changes(ps, persist.Options{Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd, Root: *persistRoot})
-		notes = append(notes, pnotes...)
-		for _, fc := range files {
-			changes = append(changes, plan.Change{Knob: fc.Knob, Desired: fc.Value, Action: plan.Set, Supported: true, Reason: "persist across reboots"})
+		if *confirm > 0 {
+			guard, gnotes := persist.Guard(settings, o)
+			notes = append(notes, gnotes...)
+			add(guard, "roll back at boot unless confirmed")
+		}
+		if *persistFlag {
+			o.Root = *persistRoot
+			files, pnotes := persist.Changes(settings, o)
+			notes = append(notes, pnotes...)
+			if *confirm > 0 {
+				for _, fc := range files {
+					deferred = append(deferred, journal.Change{Knob: fc.Knob, Value: fc.Value})
+				}
+				if len(files) > 0 {
+					notes = append(notes, fmt.Sprintf("--persist: the %d file(s) that make this survive a reboot are written by 'lowlat confirm'", len(files)))
+				}
+			} else {
+				add(files, "persist across reboots")
+			}
 		}
 	}
 	if len(changes) == 0 && !*dry {
@@ -125,7 +155,7 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 			return &ExitError{Code: 1, Err: errors.New("apply: cancelled; nothing was changed")}
 		}
 	}
-	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: *persistFlag}
+	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: *persistFlag, Deferred: deferred}
 	var deadline time.Time
 	if *confirm > 0 {
 		deadline = time.Now().Add(*confirm)
@@ -135,9 +165,7 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	for _, c := range changes {
 		tc = append(tc, txn.Change{Knob: c.Knob, Value: c.Desired})
 	}
-	eng := engine(env, *jpath)
-	res, dropped, err := applyWritable(ctx, eng, tc, meta)
-	notes = append(notes, notWritableNotes(dropped)...)
+	res, err := eng.ApplyAs(ctx, id, tc, meta)
 	if err != nil {
 		var ae *txn.ApplyError
 		if errors.As(err, &ae) && *asJSON {
@@ -147,7 +175,9 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 		}
 		return fmt.Errorf("apply: %w", err)
 	}
+	dropped := res.Skipped
 	res.Notes = append(res.Notes, notes...)
+	res.Notes = append(res.Notes, notWritableNotes(dropped)...)
 	if *asJSON {
 		out := map[string]any{"txn": res.Txn, "changed": res.Changed, "failed": res.Failed, "notes": res.Notes}
 		if len(dropped) > 0 {
@@ -166,6 +196,20 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// lowlatExecutable is the absolute path of the running binary, which the boot
+// and watchdog units run: it must exist under that name after this process
+// ends.
+func lowlatExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the lowlat binary for the boot unit: %w", err)
+	}
+	if strings.HasSuffix(exe, " (deleted)") {
+		return "", fmt.Errorf("the running lowlat binary %s was replaced or deleted: run the installed one", strings.TrimSuffix(exe, " (deleted)"))
+	}
+	return filepath.Abs(exe)
+}
+
 func renderResult(env *Env, verb string, res *txn.Result) {
 	t := report.Table{Header: []string{"knob", "was", "now"}}
 	for _, c := range res.Changed {
@@ -173,6 +217,9 @@ func renderResult(env *Env, verb string, res *txn.Result) {
 	}
 	for _, c := range res.Failed {
 		t.Add(report.S(c.Knob, report.Bad), report.C(truncate(c.After, 50)), report.S("FAILED: "+truncate(c.Error, 80), report.Bad))
+	}
+	for _, c := range res.Gone {
+		t.Add(report.C(c.Knob), report.C(truncate(c.Before, 50)), report.S("not restored: "+truncate(c.Error, 80), report.Warn))
 	}
 	if len(t.Rows) > 0 {
 		t.Render(env.Stdout, env.TTY)

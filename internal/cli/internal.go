@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/report"
@@ -10,7 +11,7 @@ import (
 
 func init() {
 	register(&command{name: "__watchdog", hidden: true, run: runWatchdog})
-	register(&command{name: "boot", summary: "re-apply persisted qdisc, route and sysfs settings (run by lowlat-boot.service)", order: 80, run: runBoot})
+	register(&command{name: "boot", summary: "at boot: roll back unconfirmed changes, re-apply persisted qdisc, route, NIC and interrupt settings (run by lowlat-boot.service)", order: 80, run: runBoot})
 }
 
 // runWatchdog is the detached dead-man process started by apply --confirm.
@@ -26,8 +27,12 @@ func runWatchdog(ctx context.Context, env *Env, args []string) error {
 	if err != nil || *id == "" || *jpath == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("__watchdog: needs --journal, --txn and --deadline")}
 	}
+	// The apply that spawned this watchdog is its parent until it exits:
+	// the one process the watchdog may stop if it still holds the journal
+	// at the deadline.
+	applyPID := os.Getppid()
 	// SIGTERM from 'lowlat confirm' cancels ctx: exit quietly, change kept.
-	_, err = engine(env, *jpath).Watchdog(ctx, *id, deadline)
+	_, err = engine(env, *jpath).Watchdog(ctx, *id, deadline, applyPID)
 	if err == context.Canceled {
 		return nil
 	}
@@ -44,7 +49,7 @@ func runBoot(ctx context.Context, env *Env, args []string) error {
 	if err := requireRoot("boot"); err != nil {
 		return err
 	}
-	res, err := engine(env, *jpath).Reapply(ctx)
+	res, err := engine(env, *jpath).Boot(ctx)
 	if res != nil {
 		if *asJSON {
 			report.JSON(env.Stdout, res)

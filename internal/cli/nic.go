@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/txn"
 )
@@ -30,14 +28,6 @@ func (c *cpuListFlag) Set(v string) error {
 
 // applyWritable applies changes as one transaction and returns, besides the
 // result, the knobs the host refused outright and the engine left out.
-func applyWritable(ctx context.Context, eng *txn.Engine, changes []txn.Change, meta journal.Meta) (*txn.Result, []txn.Item, error) {
-	res, err := eng.Apply(ctx, changes, meta)
-	if err != nil {
-		return nil, nil, err
-	}
-	return res, res.Skipped, nil
-}
-
 // notWritableNotes says which knobs were left out.
 func notWritableNotes(dropped []txn.Item) []string {
 	var out []string

@@ -192,7 +192,7 @@ func TestNICApplyRollbackExact(t *testing.T) {
 				}
 			}
 			// The timer's re-assertion puts both back.
-			ra, err := reassert(ctx, sys, eng.JournalPath)
+			ra, err := eng.Reassert(ctx)
 			if err != nil || len(ra.Moved) != 2 || len(ra.Failed) != 0 {
 				t.Fatalf("reassert: %+v, %v", ra, err)
 			}

@@ -92,7 +92,11 @@ func TestApplyWritable(t *testing.T) {
 		{Knob: "ethtool/eth0/coalesce/rx-usecs", Value: "5"},
 		{Knob: "ethtool/eth0/feature/lro", Value: "off"},
 	}
-	res, dropped, err := applyWritable(ctx, eng, changes, journal.Meta{Profile: "t"})
+	res, err := eng.Apply(ctx, changes, journal.Meta{Profile: "t"})
+	var dropped []txn.Item
+	if res != nil {
+		dropped = res.Skipped
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func TestApplyWritable(t *testing.T) {
 	}
 	fe.Refuse = nil
 	fe.Ignore = map[string]bool{"ring": true}
-	_, _, err = applyWritable(ctx, eng, changes, journal.Meta{Profile: "t"})
+	_, err = eng.Apply(ctx, changes, journal.Meta{Profile: "t"})
 	var ae *txn.ApplyError
 	if !errors.As(err, &ae) || ae.Knob != "ethtool/eth0/ring/rx" || !strings.Contains(err.Error(), "kernel reports") {
 		t.Errorf("read-back mismatch: %v", err)
@@ -140,12 +144,16 @@ func TestApplyNICVanishes(t *testing.T) {
 		fe := &knob.FakeEthtool{NICs: map[string]*knob.FakeNIC{"eth0": nic(), "eth1": nic()}, VanishAfter: map[string]int{"eth0": tt.after}}
 		knob.UseEthtool(sys, fe)
 		eng := &txn.Engine{JournalPath: filepath.Join(t.TempDir(), "journal"), Sys: sys}
-		_, dropped, err := applyWritable(ctx, eng, []txn.Change{
+		res, err := eng.Apply(ctx, []txn.Change{
 			{Knob: "ethtool/eth1/ring/rx", Value: "1024"},
 			{Knob: "ethtool/eth0/ring/rx", Value: "1024"},
 			{Knob: "ethtool/eth0/ring/tx", Value: "1024"},
 			{Knob: "ethtool/eth0/feature/lro", Value: "off"},
 		}, journal.Meta{Profile: "t"})
+		var dropped []txn.Item
+		if res != nil {
+			dropped = res.Skipped
+		}
 		knob.Detach(sys)
 		var ae *txn.ApplyError
 		if !errors.As(err, &ae) || ae.Knob != tt.knob || len(ae.RollbackFailed) != 0 || len(dropped) != 0 || !strings.Contains(err.Error(), tt.want) {

@@ -68,13 +68,19 @@ func runConfirm(ctx context.Context, env *Env, args []string) error {
 	if err := requireRoot("confirm"); err != nil {
 		return err
 	}
-	id, err := engine(env, *jpath).Confirm(ctx)
+	res, err := engine(env, *jpath).Confirm(ctx)
 	if err != nil {
+		if res != nil && len(res.Failed) > 0 && !*asJSON {
+			renderResult(env, "Persisted", res)
+		}
 		return fmt.Errorf("confirm: %w", err)
 	}
 	if *asJSON {
-		return report.JSON(env.Stdout, map[string]any{"txn": id, "confirmed": true})
+		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "confirmed": true, "changed": res.Changed})
 	}
-	fmt.Fprintf(env.Stdout, "Confirmed transaction %s; it stays applied.\n", id)
+	if len(res.Changed) > 0 {
+		renderResult(env, "Persisted", res)
+	}
+	fmt.Fprintf(env.Stdout, "Confirmed transaction %s; it stays applied.\n", res.Txn)
 	return nil
 }

@@ -22,24 +22,70 @@ type RollbackOptions struct {
 	OnlyUnfinished bool
 }
 
-// Rollback restores previous values. Interrupted transactions are always
-// recovered first. It returns an error when any knob could not be restored;
-// the journal then keeps the transaction active so a rerun retries it.
+// Rollback restores previous values. The journal is settled first:
+// interrupted transactions are recovered, and one still awaiting a
+// confirmation that can no longer come (applied before a reboot) is rolled
+// back; when that did anything, the default rollback stops there. It returns
+// an error when any knob could not be restored; the journal then keeps the
+// transaction active so a rerun retries it.
 func (e *Engine) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
 	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
 	if err != nil {
 		return nil, err
 	}
 	defer j.Close()
-	return e.rollbackLocked(ctx, j, opts)
+	res, err := e.settle(ctx, j)
+	if err != nil {
+		return res, err
+	}
+	if opts.OnlyUnfinished {
+		return res, nil
+	}
+	st, err := j.Load()
+	if err != nil {
+		return res, err
+	}
+	active := st.Active()
+	var targets []*journal.Txn
+	switch {
+	case opts.All:
+		for i := len(active) - 1; i >= 0; i-- {
+			targets = append(targets, active[i])
+		}
+	case opts.Txn != "":
+		t, err := st.Find(opts.Txn)
+		if err != nil {
+			return res, err
+		}
+		if !t.Active() {
+			if containsID(res, t.ID) {
+				return res, nil // settling just rolled it back
+			}
+			return res, fmt.Errorf("transaction %s is %s; nothing to roll back", t.ID, t.Status)
+		}
+		if latest := st.Latest(); latest != t {
+			return res, fmt.Errorf("transaction %s is not the newest (%s is applied on top of it): roll that back first, or use --all", t.ID, latest.ID)
+		}
+		targets = append(targets, t)
+	default:
+		if res.Txn == "" && len(active) > 0 {
+			targets = append(targets, active[len(active)-1])
+		}
+	}
+	r, err := e.rollbackTxns(ctx, j, targets, opts.Reason)
+	res.merge(r)
+	return res, err
 }
 
+// rollbackLocked recovers the interrupted transactions of a locked journal
+// (cutting a torn last line first), or, without OnlyUnfinished, also the
+// newest active one.
 func (e *Engine) rollbackLocked(ctx context.Context, j *journal.Journal, opts RollbackOptions) (*Result, error) {
 	st, err := j.Load()
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Changed: []Item{}, Failed: []Item{}}
+	res := newResult()
 	if st.Torn != nil {
 		// The torn record announced a change that never started (knobs are
 		// written only after their intent is on disk): cut it so new records
@@ -54,56 +100,39 @@ func (e *Engine) rollbackLocked(ctx context.Context, j *journal.Journal, opts Ro
 	for i := len(inc) - 1; i >= 0; i-- {
 		targets = append(targets, inc[i])
 	}
-	if !opts.OnlyUnfinished {
-		active := st.Active()
-		switch {
-		case opts.All:
-			for i := len(active) - 1; i >= 0; i-- {
-				if !contains(targets, active[i]) {
-					targets = append(targets, active[i])
-				}
-			}
-		case opts.Txn != "":
-			t, err := st.Find(opts.Txn)
-			if err != nil {
-				return nil, err
-			}
-			if !t.Active() {
-				return nil, fmt.Errorf("transaction %s is %s; nothing to roll back", t.ID, t.Status)
-			}
-			if latest := st.Latest(); latest != t && !contains(targets, t) {
-				return nil, fmt.Errorf("transaction %s is not the newest (%s is applied on top of it): roll that back first, or use --all", t.ID, latest.ID)
-			}
-			if !contains(targets, t) {
-				targets = append(targets, t)
-			}
-		default:
-			if len(targets) == 0 && len(active) > 0 {
-				targets = append(targets, active[len(active)-1])
-			}
+	if !opts.OnlyUnfinished && len(targets) == 0 {
+		if latest := st.Latest(); latest != nil {
+			targets = append(targets, latest)
 		}
 	}
+	r, err := e.rollbackTxns(ctx, j, targets, opts.Reason)
+	res.merge(r)
+	return res, err
+}
+
+// rollbackTxns restores each transaction in order. Knobs a reboot already
+// put back (Lost) are not part of a transaction's intents any more; knobs
+// whose device vanished are reported as Gone.
+func (e *Engine) rollbackTxns(ctx context.Context, j *journal.Journal, targets []*journal.Txn, reason string) (*Result, error) {
+	res := newResult()
 	for _, t := range targets {
 		if res.Txn == "" {
 			res.Txn = t.ID
 		}
-		if err := j.Append(journal.Record{Type: journal.TypeRollbackBegin, Txn: t.ID, Error: opts.Reason}); err != nil {
-			return nil, err
+		res.RolledBack = append(res.RolledBack, t.ID)
+		if err := j.Append(journal.Record{Type: journal.TypeRollbackBegin, Txn: t.ID, Error: reason}); err != nil {
+			return res, err
 		}
-		failed := e.restore(ctx, j, t.ID, t.Intents)
-		for i := len(t.Intents) - 1; i >= 0; i-- {
-			in := t.Intents[i]
-			if !containsKnob(failed, in.Knob) {
-				res.Changed = append(res.Changed, Item{Knob: in.Knob, Before: in.After, After: in.Before})
-			}
-		}
-		res.Failed = append(res.Failed, failed...)
-		end := journal.Record{Type: journal.TypeRollbackEnd, Txn: t.ID, Failed: knobsOf(failed)}
-		if len(failed) > 0 {
-			end.Error = failed[0].Error
+		r := e.restore(ctx, j, t.ID, t.Intents)
+		res.Changed = append(res.Changed, r.Changed...)
+		res.Gone = append(res.Gone, r.Gone...)
+		res.Failed = append(res.Failed, r.Failed...)
+		end := journal.Record{Type: journal.TypeRollbackEnd, Txn: t.ID, Failed: knobsOf(r.Failed)}
+		if len(r.Failed) > 0 {
+			end.Error = r.Failed[0].Error
 		}
 		if err := j.Append(end); err != nil {
-			return nil, err
+			return res, err
 		}
 		if t.Status == journal.Unfinished || t.Status == journal.RollingBack {
 			res.Notes = append(res.Notes, fmt.Sprintf("recovered interrupted transaction %s", t.ID))
@@ -115,18 +144,9 @@ func (e *Engine) rollbackLocked(ctx context.Context, j *journal.Journal, opts Ro
 	return res, nil
 }
 
-func contains(list []*journal.Txn, t *journal.Txn) bool {
-	for _, x := range list {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
-func containsKnob(items []Item, id string) bool {
-	for _, it := range items {
-		if it.Knob == id {
+func containsID(res *Result, id string) bool {
+	for _, x := range res.RolledBack {
+		if x == id {
 			return true
 		}
 	}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/journal"
@@ -32,7 +29,10 @@ type TxnSummary struct {
 	Persist   bool       `json:"persist,omitempty"`
 	ConfirmBy *time.Time `json:"confirm_by,omitempty"`
 	Confirmed bool       `json:"confirmed,omitempty"`
-	Error     string     `json:"error,omitempty"`
+	// Lost counts the knobs a reboot put back (the transaction is partly
+	// lost; its other knobs are still in force).
+	Lost  int    `json:"lost,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // StatusReport is what lowlat status shows.
@@ -43,8 +43,19 @@ type StatusReport struct {
 	Active []TxnSummary `json:"active"`
 	// Recovered lists interrupted transactions this status run restored.
 	Recovered []string `json:"recovered,omitempty"`
-	// Lost lists transactions undone by a reboot (applied without --persist).
+	// Lost lists transactions a reboot undid completely (applied without
+	// --persist, nothing of them survives a reboot).
 	Lost []string `json:"lost,omitempty"`
+	// PartlyLost lists transactions a reboot undid in part: their volatile
+	// knobs are back to what they were, the rest (files, drop-ins, a
+	// disabled service) is still in force and still rolls back.
+	PartlyLost []string `json:"partly_lost,omitempty"`
+	// Overdue says what keeps a transaction past its confirm deadline in
+	// force: a journal lock its watchdog waits for, a dead watchdog.
+	Overdue []string `json:"overdue,omitempty"`
+	// Locked names the process holding the journal when status had to read
+	// it without the lock.
+	Locked string `json:"locked,omitempty"`
 	// Checked is how many knobs were compared with their live value.
 	Checked int      `json:"checked"`
 	Notes   []string `json:"notes,omitempty"`
@@ -52,15 +63,19 @@ type StatusReport struct {
 
 // StatusOptions controls what status may do besides reading.
 type StatusOptions struct {
-	// Recover lets status restore an interrupted apply (needs root). Without
-	// it, an interrupted transaction is reported with the command to run.
+	// Recover lets status settle the journal (needs root): restore an
+	// interrupted apply, roll back a transaction whose confirmation can no
+	// longer come, record what a reboot put back. Without it, those are
+	// reported with the command to run.
 	Recover bool
 }
 
-// Status replays the journal, recovers interrupted transactions when allowed,
-// notes transactions a reboot undid, and compares every applied knob with its
-// live value.
+// Status settles the journal when allowed, and compares every knob in force
+// with its live value. When another process holds the journal (a hung apply
+// whose watchdog waits), it reads the journal as last written, without the
+// lock, and says who holds it.
 func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport, error) {
+	rep := &StatusReport{Drift: []Drift{}, Active: []TxnSummary{}}
 	mode := journal.ReadOnly
 	if opts.Recover {
 		mode = journal.ReadWrite
@@ -70,63 +85,55 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 		mode = journal.ReadOnly
 		j, err = journal.Open(e.JournalPath, mode)
 	}
+	var locked *journal.LockedError
+	if errors.As(err, &locked) {
+		mode = -1
+		rep.Locked = locked.Holder.String()
+		j, err = journal.Peek(e.JournalPath)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer j.Close()
-	rep := &StatusReport{Drift: []Drift{}, Active: []TxnSummary{}}
-	st, err := j.Load()
+	before, err := j.Load()
 	if err != nil {
 		return nil, err
 	}
-	if len(st.Incomplete()) > 0 || st.Torn != nil {
-		if mode == journal.ReadWrite {
-			res, err := e.rollbackLocked(ctx, j, RollbackOptions{OnlyUnfinished: true, Reason: "recovered by status"})
-			if res != nil {
-				rep.Notes = append(rep.Notes, res.Notes...)
-			}
-			for _, t := range st.Incomplete() {
-				rep.Recovered = append(rep.Recovered, t.ID)
-			}
-			if err != nil {
-				return rep, fmt.Errorf("recover interrupted transaction: %w", err)
-			}
-			if st, err = j.Load(); err != nil {
-				return nil, err
-			}
-		} else {
-			for _, t := range st.Incomplete() {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("transaction %s was interrupted; run 'lowlat rollback' as root to restore it", t.ID))
-			}
-			if st.Torn != nil {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("journal %s: %s", j.Path(), st.Torn))
-			}
+	st := before
+	if mode == journal.ReadWrite {
+		res, err := e.settle(ctx, j)
+		if res != nil {
+			rep.Notes = append(rep.Notes, res.Notes...)
 		}
-	}
-	// A transaction applied in an earlier boot and not persisted is gone: the
-	// reboot put every knob back.
-	for _, t := range st.Active() {
-		if t.Status == journal.Applied && !t.Meta.Persist && e.BootID != "" && !t.InBoot(e.BootID) {
-			rep.Lost = append(rep.Lost, t.ID)
-			if mode == journal.ReadWrite {
-				if err := j.Append(journal.Record{Type: journal.TypeLost, Txn: t.ID, BootID: e.BootID}); err != nil {
-					return nil, err
-				}
-			}
+		for _, t := range before.Incomplete() {
+			rep.Recovered = append(rep.Recovered, t.ID)
 		}
-	}
-	if len(rep.Lost) > 0 && mode == journal.ReadWrite {
+		if err != nil {
+			return rep, fmt.Errorf("settle the journal: %w", err)
+		}
 		if st, err = j.Load(); err != nil {
 			return nil, err
 		}
+	} else {
+		for _, t := range st.Incomplete() {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("transaction %s was interrupted; run 'lowlat rollback' as root to restore it", t.ID))
+		}
+		if st.Torn != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("journal %s: %s", j.Path(), st.Torn))
+		}
+		rep.Notes = append(rep.Notes, e.settleView(st)...)
 	}
+	if rep.Locked != "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("journal %s is locked by %s: this is the journal as last written", j.Path(), rep.Locked))
+	}
+	rep.Lost, rep.PartlyLost = lostNow(before, st)
 	applied := map[string]Drift{}
 	var order []string
 	for _, t := range st.Active() {
-		if containsString(rep.Lost, t.ID) {
-			continue
-		}
 		rep.Active = append(rep.Active, summarize(t))
+		if t.PendingConfirm() && e.now().After(*t.Meta.ConfirmBy) {
+			rep.Overdue = append(rep.Overdue, e.overdue(t, rep.Locked))
+		}
 		for _, in := range t.Intents {
 			if _, seen := applied[in.Knob]; !seen {
 				order = append(order, in.Knob)
@@ -161,103 +168,37 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 	return rep, nil
 }
 
+// lostNow lists the transactions with knobs lost at a reboot: wholly lost
+// ones that were still active before settling, and partly lost ones.
+func lostNow(before, after *journal.State) (lost, partly []string) {
+	was := map[string]bool{}
+	for _, t := range before.Active() {
+		was[t.ID] = true
+	}
+	for _, t := range after.Txns {
+		switch {
+		case t.Status == journal.Lost && was[t.ID]:
+			lost = append(lost, t.ID)
+		case t.Active() && len(t.Lost) > 0:
+			partly = append(partly, t.ID)
+		}
+	}
+	return lost, partly
+}
+
+// overdue says why t is still in force past its confirm deadline.
+func (e *Engine) overdue(t *journal.Txn, lockedBy string) string {
+	late := fmt.Sprintf("transaction %s was not confirmed by %s", t.ID, t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
+	switch {
+	case !e.watchdogRuns(t):
+		return late + fmt.Sprintf(" and its watchdog (pid %d) is gone: run 'lowlat rollback' as root", t.Meta.WatchdogPID)
+	case lockedBy != "":
+		return late + fmt.Sprintf("; its watchdog (pid %d) waits for the journal lock held by %s", t.Meta.WatchdogPID, lockedBy)
+	}
+	return late + fmt.Sprintf("; its watchdog (pid %d) is rolling it back", t.Meta.WatchdogPID)
+}
+
 func summarize(t *journal.Txn) TxnSummary {
 	return TxnSummary{ID: t.ID, Status: string(t.Status), Profile: t.Meta.Profile, Began: t.Began, Knobs: len(t.Intents),
-		Persist: t.Meta.Persist, ConfirmBy: t.Meta.ConfirmBy, Confirmed: t.Confirmed, Error: t.Error}
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// Confirm accepts the transaction waiting for confirmation, so its dead-man
-// watchdog leaves it in place, and stops that watchdog.
-func (e *Engine) Confirm(ctx context.Context) (string, error) {
-	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
-	if err != nil {
-		return "", err
-	}
-	defer j.Close()
-	st, err := j.Load()
-	if err != nil {
-		return "", err
-	}
-	for i := len(st.Txns) - 1; i >= 0; i-- {
-		t := st.Txns[i]
-		if t.Meta.ConfirmBy == nil {
-			continue
-		}
-		if t.PendingConfirm() {
-			if err := j.Append(journal.Record{Type: journal.TypeConfirm, Txn: t.ID}); err != nil {
-				return "", err
-			}
-			stopWatchdog(t.Meta.WatchdogPID, t.ID)
-			return t.ID, nil
-		}
-		if t.Status == journal.RolledBack && !t.Confirmed {
-			return "", fmt.Errorf("transaction %s was already rolled back at %s: not confirmed by %s", t.ID, t.Ended.Local().Format(time.TimeOnly), t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
-		}
-		break
-	}
-	return "", errors.New("no transaction awaits confirmation")
-}
-
-// stopWatchdog ends a confirmed transaction's watchdog early. It checks the
-// process really is that watchdog first: the pid may have been reused.
-func stopWatchdog(pid int, txnID string) {
-	if pid <= 0 {
-		return
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || !strings.Contains(string(cmdline), txnID) {
-		return
-	}
-	syscall.Kill(pid, syscall.SIGTERM)
-}
-
-// Watchdog is the dead-man switch of apply --confirm: it waits until deadline,
-// then rolls the transaction back unless it was confirmed (or already ended).
-// The apply may still hold the journal lock when the deadline passes (a hung
-// apply); the watchdog keeps retrying until it gets it or ctx ends.
-func (e *Engine) Watchdog(ctx context.Context, txnID string, deadline time.Time) (*Result, error) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-t.C:
-	}
-	for {
-		j, err := journal.Open(e.JournalPath, journal.ReadWrite)
-		if errors.Is(err, journal.ErrLocked) {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(200 * time.Millisecond):
-				continue
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		defer j.Close()
-		st, err := j.Load()
-		if err != nil {
-			return nil, err
-		}
-		tx, err := st.Find(txnID)
-		if err != nil {
-			return nil, nil // the apply died before it began: nothing to undo
-		}
-		if tx.Confirmed || !tx.Active() {
-			return nil, nil
-		}
-		// Anything applied on top of the unconfirmed transaction goes too.
-		return e.rollbackLocked(context.WithoutCancel(ctx), j, RollbackOptions{Txn: txnID, All: tx != st.Latest(), Reason: "not confirmed by " + deadline.Format(time.RFC3339)})
-	}
+		Persist: t.Meta.Persist, ConfirmBy: t.Meta.ConfirmBy, Confirmed: t.Confirmed, Lost: len(t.Lost), Error: t.Error}
 }

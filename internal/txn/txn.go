@@ -43,8 +43,32 @@ type Result struct {
 	// Skipped are knobs the host refused outright (knob.ErrNotWritable: a
 	// driver's EOPNOTSUPP, a fixed feature, a kernel-managed interrupt): nothing
 	// was written, and the rest of the transaction went on.
-	Skipped []Item   `json:"skipped,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
+	Skipped []Item `json:"skipped,omitempty"`
+	// Gone are knobs a rollback could not restore because their device
+	// vanished (an interface unplugged, an interrupt freed): nothing is left
+	// to restore, and nothing was.
+	Gone []Item `json:"gone,omitempty"`
+	// RolledBack are the transactions a rollback (or recovery) ended.
+	RolledBack []string `json:"rolled_back,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+func newResult() *Result { return &Result{Changed: []Item{}, Failed: []Item{}} }
+
+// merge adds r's items and notes to res.
+func (res *Result) merge(r *Result) {
+	if r == nil {
+		return
+	}
+	if res.Txn == "" {
+		res.Txn = r.Txn
+	}
+	res.Changed = append(res.Changed, r.Changed...)
+	res.Failed = append(res.Failed, r.Failed...)
+	res.Skipped = append(res.Skipped, r.Skipped...)
+	res.Gone = append(res.Gone, r.Gone...)
+	res.RolledBack = append(res.RolledBack, r.RolledBack...)
+	res.Notes = append(res.Notes, r.Notes...)
 }
 
 // Engine runs transactions against a journal and a system.
@@ -57,6 +81,9 @@ type Engine struct {
 	// StartWatchdog launches the dead-man process for a --confirm apply; it
 	// returns the watchdog's pid. Nil means confirm is unavailable.
 	StartWatchdog func(txn string, deadline time.Time) (int, error)
+	// ProcessRuns reports whether pid is alive and its command line names
+	// marker (nil: look in /proc). Tests replace it.
+	ProcessRuns func(pid int, marker string) bool
 }
 
 func (e *Engine) now() time.Time {
@@ -91,19 +118,33 @@ func (e *ApplyError) Unwrap() error { return e.Err }
 // an unfinished transaction, a torn record or an unconfirmed change. A knob the
 // host refuses outright (knob.ErrNotWritable) is left out and reported in
 // Result.Skipped; any other failure rolls the whole transaction back.
+//
+// meta.Deferred changes are validated now and made only by Confirm.
 func (e *Engine) Apply(ctx context.Context, changes []Change, meta journal.Meta) (*Result, error) {
+	return e.ApplyAs(ctx, journal.NewTxnID(e.now()), changes, meta)
+}
+
+// NewID returns a fresh transaction id, for callers that name files after
+// the transaction before applying it (ApplyAs).
+func (e *Engine) NewID() string { return journal.NewTxnID(e.now()) }
+
+// ApplyAs is Apply with the transaction id chosen by the caller.
+func (e *Engine) ApplyAs(ctx context.Context, id string, changes []Change, meta journal.Meta) (*Result, error) {
+	if len(meta.Deferred) > 0 && meta.ConfirmBy == nil {
+		return nil, errors.New("apply: deferred changes need --confirm (they are made at confirmation)")
+	}
 	knobs := make([]knob.Knob, len(changes))
 	for i, c := range changes {
-		k, err := knob.New(e.Sys, c.Knob)
+		k, err := newValidated(e.Sys, c.Knob, c.Value)
 		if err != nil {
 			return nil, err
 		}
-		if v, ok := k.(knob.Validator); ok {
-			if err := v.Validate(c.Value); err != nil {
-				return nil, fmt.Errorf("%s: %w", c.Knob, err)
-			}
-		}
 		knobs[i] = k
+	}
+	for _, c := range meta.Deferred {
+		if _, err := newValidated(e.Sys, c.Knob, c.Value); err != nil {
+			return nil, err
+		}
 	}
 	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
 	if err != nil {
@@ -114,10 +155,9 @@ func (e *Engine) Apply(ctx context.Context, changes []Change, meta journal.Meta)
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseDirty(st, j.Path()); err != nil {
+	if err := e.refuseDirty(st, j.Path()); err != nil {
 		return nil, err
 	}
-	id := journal.NewTxnID(e.now())
 	res := &Result{Txn: id, Changed: []Item{}, Failed: []Item{}}
 	if len(changes) == 0 {
 		res.Txn = ""
@@ -180,8 +220,22 @@ func (e *Engine) Apply(ctx context.Context, changes []Change, meta journal.Meta)
 	return res, nil
 }
 
+// newValidated returns the knob for id after checking value for it.
+func newValidated(sys *knob.System, id, value string) (knob.Knob, error) {
+	k, err := knob.New(sys, id)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := k.(knob.Validator); ok {
+		if err := v.Validate(value); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+	}
+	return k, nil
+}
+
 // refuseDirty stops an apply when the journal needs attention first.
-func refuseDirty(st *journal.State, path string) error {
+func (e *Engine) refuseDirty(st *journal.State, path string) error {
 	if st.Torn != nil {
 		return fmt.Errorf("journal %s: %s; an earlier lowlat was killed while writing it: run 'lowlat rollback' to recover first", path, st.Torn)
 	}
@@ -189,6 +243,9 @@ func refuseDirty(st *journal.State, path string) error {
 		return fmt.Errorf("transaction %s did not finish (an apply or rollback was interrupted): run 'lowlat rollback' to restore it first", inc[0].ID)
 	}
 	for _, t := range st.Active() {
+		if why := e.orphaned(t); why != "" {
+			return fmt.Errorf("transaction %s was %s: run 'lowlat rollback' first", t.ID, why)
+		}
 		if t.PendingConfirm() {
 			return fmt.Errorf("transaction %s awaits confirmation until %s: run 'lowlat confirm' or 'lowlat rollback' first", t.ID, t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
 		}
@@ -201,7 +258,7 @@ func (e *Engine) abort(ctx context.Context, j *journal.Journal, id string, done 
 	// Restoring must not be cut short by the cancellation that may have caused
 	// the abort.
 	rctx := context.WithoutCancel(ctx)
-	failed := e.restore(rctx, j, id, done)
+	failed := e.restore(rctx, j, id, done).Failed
 	msg := cause.Error()
 	if err := j.Append(journal.Record{Type: journal.TypeAbort, Txn: id, Knob: knobID, Error: msg, Failed: knobsOf(failed)}); err != nil {
 		return fmt.Errorf("%v; and recording the abort failed: %w", cause, err)
@@ -210,45 +267,67 @@ func (e *Engine) abort(ctx context.Context, j *journal.Journal, id string, done 
 }
 
 // restore writes every intent's previous value back, newest first, verifying
-// each exactly, and journals each success. It keeps going after a failure.
-func (e *Engine) restore(ctx context.Context, j *journal.Journal, id string, intents []journal.Intent) []Item {
-	var failed []Item
+// each exactly, and journals each success. It keeps going after a failure. A
+// knob whose device vanished is journaled as restored with the reason (there
+// is nothing to wait for) and reported as Gone, not as Changed.
+func (e *Engine) restore(ctx context.Context, j *journal.Journal, id string, intents []journal.Intent) *Result {
+	res := newResult()
 	for i := len(intents) - 1; i >= 0; i-- {
 		in := intents[i]
-		if err := restoreOne(ctx, e.Sys, in); err != nil {
-			failed = append(failed, Item{Knob: in.Knob, Before: in.Before, After: in.After, Error: err.Error()})
+		gone, err := restoreOne(ctx, e.Sys, in)
+		if err != nil {
+			res.Failed = append(res.Failed, Item{Knob: in.Knob, Before: in.After, After: in.Before, Error: err.Error()})
 			continue
 		}
 		crashPoint("restore", len(intents)-i)
-		if err := j.Append(journal.Record{Type: journal.TypeRestored, Txn: id, Seq: in.Seq, Knob: in.Knob}); err != nil {
-			failed = append(failed, Item{Knob: in.Knob, Error: err.Error()})
+		rec := journal.Record{Type: journal.TypeRestored, Txn: id, Seq: in.Seq, Knob: in.Knob}
+		if gone != "" {
+			rec.Error = gone
+		}
+		if err := j.Append(rec); err != nil {
+			res.Failed = append(res.Failed, Item{Knob: in.Knob, Error: err.Error()})
+			continue
+		}
+		it := Item{Knob: in.Knob, Before: in.After, After: in.Before}
+		if gone != "" {
+			it.Error = gone
+			res.Gone = append(res.Gone, it)
+		} else {
+			res.Changed = append(res.Changed, it)
 		}
 	}
-	return failed
+	return res
 }
 
-func restoreOne(ctx context.Context, sys *knob.System, in journal.Intent) error {
+// restoreOne writes an intent's previous value back and checks it exactly.
+// It returns why there was nothing to restore when the knob's device
+// vanished.
+func restoreOne(ctx context.Context, sys *knob.System, in journal.Intent) (gone string, err error) {
 	k, err := knob.New(sys, in.Knob)
 	if err != nil {
-		return err
+		return "", err
+	}
+	live, rerr := k.Read(ctx)
+	if rerr == nil && knob.Vanished(in.Knob, live, in.Before) {
+		return "the device is gone: nothing to restore", nil
 	}
 	// Skip the write when the value is already the recorded one: an intent
 	// whose write never happened (killed between journal and write) restores
 	// to what is already there.
-	if live, err := k.Read(ctx); err == nil && knob.Same(k, live, in.Before) {
-		return nil
+	if rerr == nil && knob.Same(k, live, in.Before) {
+		return "", nil
 	}
 	if err := k.Write(ctx, in.Before); err != nil {
-		return err
+		return "", err
 	}
-	live, err := k.Read(ctx)
+	live, err = k.Read(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: read back: %w", in.Knob, err)
+		return "", fmt.Errorf("%s: read back: %w", in.Knob, err)
 	}
 	if !knob.Same(k, live, in.Before) {
-		return fmt.Errorf("%s: restored %q but the kernel reports %q", in.Knob, in.Before, live)
+		return "", fmt.Errorf("%s: restored %q but the kernel reports %q", in.Knob, in.Before, live)
 	}
-	return nil
+	return "", nil
 }
 
 func knobsOf(items []Item) []string {

@@ -1,0 +1,185 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/knob"
+)
+
+// Confirm accepts the transaction waiting for confirmation, so its dead-man
+// watchdog leaves it in place, and stops that watchdog. A --confirm --persist
+// apply deferred the files that make it survive a reboot until now (so that
+// nothing unconfirmed comes back at boot): Confirm writes them as part of the
+// same transaction first, journaled like every other change. If one fails,
+// those written are restored and the transaction stays unconfirmed, under its
+// watchdog.
+func (e *Engine) Confirm(ctx context.Context) (*Result, error) {
+	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	st, err := j.Load()
+	if err != nil {
+		return nil, err
+	}
+	for i := len(st.Txns) - 1; i >= 0; i-- {
+		t := st.Txns[i]
+		if t.Meta.ConfirmBy == nil {
+			continue
+		}
+		if t.PendingConfirm() {
+			if why := e.orphaned(t); why != "" {
+				return nil, fmt.Errorf("transaction %s was %s: it cannot be confirmed; run 'lowlat rollback'", t.ID, why)
+			}
+			res, err := e.applyDeferred(ctx, j, t)
+			if err != nil {
+				return res, err
+			}
+			if err := j.Append(journal.Record{Type: journal.TypeConfirm, Txn: t.ID}); err != nil {
+				return res, err
+			}
+			stopWatchdog(t)
+			return res, nil
+		}
+		if t.Status == journal.RolledBack && !t.Confirmed {
+			return nil, fmt.Errorf("transaction %s was already rolled back at %s: not confirmed by %s", t.ID, t.Ended.Local().Format(time.TimeOnly), t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
+		}
+		break
+	}
+	return nil, errors.New("no transaction awaits confirmation")
+}
+
+// applyDeferred writes a pending transaction's deferred changes (skipping
+// any an interrupted confirm already made), each journaled as an intent of
+// the transaction before it is written.
+func (e *Engine) applyDeferred(ctx context.Context, j *journal.Journal, t *journal.Txn) (*Result, error) {
+	res := newResult()
+	res.Txn = t.ID
+	seq := 0
+	have := map[string]string{}
+	for _, in := range t.Intents {
+		seq = max(seq, in.Seq)
+		have[in.Knob] = in.After
+	}
+	var done []journal.Intent
+	fail := func(knobID string, err error) (*Result, error) {
+		r := e.restore(context.WithoutCancel(ctx), j, t.ID, done)
+		res.Failed = append(res.Failed, r.Failed...)
+		return res, fmt.Errorf("confirm %s: %w; the transaction is still unconfirmed (%d deferred change(s) undone)", t.ID, err, len(done)-len(r.Failed))
+	}
+	for _, c := range t.Meta.Deferred {
+		if v, ok := have[c.Knob]; ok && v == c.Value {
+			continue // already in force (an interrupted confirm wrote it)
+		}
+		k, err := knob.New(e.Sys, c.Knob)
+		if err != nil {
+			return fail(c.Knob, err)
+		}
+		before, err := k.Read(ctx)
+		if err != nil {
+			return fail(c.Knob, fmt.Errorf("%s: read current value: %w", c.Knob, err))
+		}
+		seq++
+		in := journal.Intent{Seq: seq, Knob: c.Knob, Before: before, After: c.Value}
+		if err := j.Append(journal.Record{Type: journal.TypeIntent, Txn: t.ID, Seq: seq, Knob: c.Knob, Before: before, After: c.Value}); err != nil {
+			return fail(c.Knob, err)
+		}
+		done = append(done, in)
+		if err := k.Write(ctx, c.Value); err != nil {
+			return fail(c.Knob, err)
+		}
+		if err := knob.Verify(ctx, k, c.Value); err != nil {
+			return fail(c.Knob, err)
+		}
+		res.Changed = append(res.Changed, Item{Knob: c.Knob, Before: before, After: c.Value})
+	}
+	return res, nil
+}
+
+// stopWatchdog ends a confirmed transaction's watchdog early. It checks the
+// process really is that watchdog first: the pid may have been reused.
+func stopWatchdog(t *journal.Txn) {
+	if processRuns(t.Meta.WatchdogPID, t.ID) {
+		syscall.Kill(t.Meta.WatchdogPID, syscall.SIGTERM)
+	}
+}
+
+// Watchdog is the dead-man switch of apply --confirm: it waits until deadline,
+// then rolls the transaction back unless it was confirmed (or already ended).
+//
+// It must win the journal lock to do so. The apply that started it (applyPID)
+// may still hold the lock at the deadline, hung: the watchdog stops it
+// (SIGTERM, which makes an apply roll back what it wrote, then SIGKILL after
+// a grace period; the journal survives both), then rolls back. Any other
+// holder is waited for, and 'lowlat status' reports the wait.
+func (e *Engine) Watchdog(ctx context.Context, txnID string, deadline time.Time, applyPID int) (*Result, error) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	var termSent time.Time
+	for {
+		j, err := journal.Open(e.JournalPath, journal.ReadWrite)
+		var locked *journal.LockedError
+		if errors.As(err, &locked) {
+			if pid := locked.Holder.PID; pid > 0 && pid == applyPID && pid != os.Getpid() {
+				switch {
+				case termSent.IsZero():
+					syscall.Kill(pid, syscall.SIGTERM)
+					termSent = e.now()
+				case e.now().Sub(termSent) > WatchdogGrace:
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+				continue
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer j.Close()
+		// An apply killed part-way is recovered first.
+		res, err := e.rollbackLocked(context.WithoutCancel(ctx), j, RollbackOptions{OnlyUnfinished: true, Reason: "recovered by the confirm watchdog"})
+		if err != nil {
+			return res, err
+		}
+		st, err := j.Load()
+		if err != nil {
+			return res, err
+		}
+		tx, err := st.Find(txnID)
+		if err != nil || tx.Confirmed || !tx.Active() {
+			return res, nil // never began, confirmed, or already ended
+		}
+		// Anything applied on top of the unconfirmed transaction goes too.
+		var targets []*journal.Txn
+		active := st.Active()
+		for i := len(active) - 1; i >= 0; i-- {
+			targets = append(targets, active[i])
+			if active[i] == tx {
+				break
+			}
+		}
+		r, err := e.rollbackTxns(context.WithoutCancel(ctx), j, targets, "not confirmed by "+deadline.Format(time.RFC3339))
+		res.merge(r)
+		return res, err
+	}
+}
+
+// WatchdogGrace is how long a hung apply gets between the watchdog's SIGTERM
+// and its SIGKILL.
+var WatchdogGrace = 5 * time.Second
