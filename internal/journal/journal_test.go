@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func sample() []Record {
@@ -180,5 +183,191 @@ func TestReplaySkippedIntent(t *testing.T) {
 	tx := st.Txns[0]
 	if tx.Status != Applied || len(tx.Intents) != 1 || tx.Intents[0].Seq != 2 {
 		t.Errorf("a skipped intent must leave the transaction: %+v", tx)
+	}
+}
+
+// TestNotAJournalIsRefusedUntouched: a path that holds something else is
+// refused by every mode before anything is created, locked or written
+// ('status --journal /etc/passwd' used to leave /etc/passwd.lock behind,
+// and useradd then refused to run).
+func TestNotAJournalIsRefusedUntouched(t *testing.T) {
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	content := "root:x:0:0:root:/root:/bin/bash\n"
+	if err := os.WriteFile(passwd, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{passwd, fifo, dir} {
+		for _, mode := range []Mode{ReadOnly, ReadWrite} {
+			_, err := Open(path, mode)
+			if !errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), path) {
+				t.Errorf("Open(%s, %v) = %v, want ErrNotJournal naming the path", path, mode, err)
+			}
+		}
+		if _, err := Peek(path); !errors.Is(err, ErrNotJournal) {
+			t.Errorf("Peek(%s) = %v", path, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("the directory now holds %v: a refused open created something", entries)
+	}
+	if b, _ := os.ReadFile(passwd); string(b) != content {
+		t.Errorf("passwd changed: %q", b)
+	}
+}
+
+// TestReadOnlyCreatesNothing: a read-only open of a journal that does not
+// exist reads as empty and leaves no file or directory behind.
+func TestReadOnlyCreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	j, err := Open(filepath.Join(dir, "journal"), ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := j.Load()
+	j.Close()
+	if err != nil || len(st.Txns) != 0 {
+		t.Fatalf("empty read-only view: %+v, %v", st, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("read-only open created %s: %v", dir, err)
+	}
+}
+
+// TestReadOnlyReadsWithoutLockFile: a journal present with no lock file
+// beside it (copied from another host, or an older lowlat's lock removed) is
+// read, not reported empty.
+func TestReadOnlyReadsWithoutLockFile(t *testing.T) {
+	j, path := writeJournal(t, sample())
+	j.Close()
+	os.Remove(path + ".lock")
+	st, err := ReadState(path)
+	if err != nil || len(st.Txns) != 1 || st.Txns[0].Status != Applied {
+		t.Fatalf("ReadState: %+v, %v; want the applied transaction", st, err)
+	}
+	if _, err := os.Stat(path + ".lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a lock file appeared beside the journal: %v", err)
+	}
+}
+
+// TestPrivateModes: the journal is 0600 in a 0700 directory it creates, and
+// an older lowlat's 0644 journal is tightened on its next write open.
+func TestPrivateModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lowlat")
+	path := filepath.Join(dir, "journal")
+	j, err := Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v, %v; want mode %o", p, fi.Mode().Perm(), err, want)
+		}
+	}
+	os.Chmod(path, 0o644)
+	j, err = Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("old 0644 journal left at %v", fi.Mode().Perm())
+	}
+}
+
+// TestUnprivilegedUserCannotLock: the attack of the old lock file, a local
+// user holding 'flock -s' on it to stop a dead-man rollback, fails: the user
+// cannot open the journal at all. Runs as root (it needs another user).
+func TestUnprivilegedUserCannotLock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv (util-linux) is needed")
+	}
+	// Under a world-traversable directory, as /var/lib is.
+	base, err := os.MkdirTemp("/tmp", "lowlat-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	path := filepath.Join(base, "state", "journal")
+	j, err := Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	for _, target := range []string{path, path + ".lock", filepath.Dir(path)} {
+		out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "flock", "-n", "-s", target, "true").CombinedOutput()
+		if err == nil {
+			t.Errorf("user nobody took a shared lock on %s", target)
+		} else if !strings.Contains(string(out), "ermission denied") {
+			t.Errorf("flock %s as nobody: %v: %s (want permission denied)", target, err, out)
+		}
+	}
+}
+
+// TestHolderFromProcLocks: the lock holder is found by device and inode, a
+// waiter is not a holder, and stacked filesystems fall back to the inode.
+func TestHolderFromProcLocks(t *testing.T) {
+	locks := `1: POSIX  ADVISORY  WRITE 600 fd:01:1234 0 EOF
+2: FLOCK  ADVISORY  WRITE 4242 fd:01:5678 0 EOF
+2: -> FLOCK  ADVISORY  WRITE 4343 fd:01:5678 0 EOF
+3: FLOCK  ADVISORY  READ  777 00:2c:9999 0 EOF
+`
+	for _, tt := range []struct {
+		major, minor uint32
+		ino          uint64
+		want         int
+	}{{0xfd, 1, 5678, 4242}, {0xfd, 1, 1234, 0}, {0, 0x1d, 9999, 777}, {1, 2, 3, 0}} {
+		if got := holderIn(locks, tt.major, tt.minor, tt.ino); got != tt.want {
+			t.Errorf("holderIn(%x:%x:%d) = %d, want %d", tt.major, tt.minor, tt.ino, got, tt.want)
+		}
+	}
+	// And for real: this process holds it.
+	_, path := writeJournal(t, nil)
+	_, err := Open(path, ReadWrite)
+	var le *LockedError
+	if !errors.As(err, &le) || le.Holder.PID != os.Getpid() {
+		t.Fatalf("second open: %v, want LockedError naming pid %d", err, os.Getpid())
+	}
+	// Peek reads while the lock is held.
+	pj, err := Peek(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pj.Close()
+	if _, err := pj.Load(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplayPartlyLost: a lost record with knobs takes only those out of the
+// transaction, which stays applied; an older record without knobs takes all.
+func TestReplayPartlyLost(t *testing.T) {
+	recs := append(sample(),
+		Record{Type: TypeIntent, Txn: "t1", Seq: 3, Knob: "dropin/gw.service/50-lowlat-cpus.conf", Before: "<absent>", After: "x"})
+	recs[3], recs[4] = recs[4], recs[3] // the intent before the commit
+	recs = append(recs, Record{Type: TypeLost, Txn: "t1", Knobs: []string{"sysctl/net.core.somaxconn", "qdisc/eth0/root"}, BootID: "b2"})
+	st, err := Replay(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := st.Txns[0]
+	if tx.Status != Applied || len(tx.Intents) != 1 || tx.Intents[0].Knob != "dropin/gw.service/50-lowlat-cpus.conf" || len(tx.Lost) != 2 {
+		t.Fatalf("partly lost: status %s intents %+v lost %+v", tx.Status, tx.Intents, tx.Lost)
+	}
+	old := append(sample(), Record{Type: TypeLost, Txn: "t1"})
+	st, _ = Replay(old)
+	if st.Txns[0].Status != Lost || len(st.Txns[0].Intents) != 0 {
+		t.Errorf("old lost record: %+v", st.Txns[0])
 	}
 }
