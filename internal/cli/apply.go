@@ -89,24 +89,27 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	// guard unit rolls the transaction back at boot when it holds changes
 	// that survive a reboot by themselves.
 	var deferred []journal.Change
-	if (*persistFlag || *confirm > 0) && !*dry && len(changes) > 0 {
+	if *persistFlag || (*confirm > 0 && !*dry) {
 		exe, err := lowlatExecutable()
 		if err != nil {
 			return fmt.Errorf("apply: %w (nothing was changed)", err)
 		}
-		o := persist.Options{ID: id, Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd}
+		o := persist.Options{ID: id, Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd, Root: *persistRoot}
 		add := func(files []persist.Change, why string) {
 			for _, fc := range files {
 				changes = append(changes, plan.Change{Knob: fc.Knob, Desired: fc.Value, Action: plan.Set, Supported: true, Reason: why})
 			}
 		}
 		if *confirm > 0 {
-			guard, gnotes := persist.Guard(settings, o)
+			var applying []persist.Setting
+			for _, c := range changes {
+				applying = append(applying, persist.Setting{Knob: c.Knob, Value: c.Desired})
+			}
+			guard, gnotes := persist.Guard(applying, o)
 			notes = append(notes, gnotes...)
 			add(guard, "roll back at boot unless confirmed")
 		}
 		if *persistFlag {
-			o.Root = *persistRoot
 			files, pnotes := persist.Changes(settings, o)
 			notes = append(notes, pnotes...)
 			if *confirm > 0 {

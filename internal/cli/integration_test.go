@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/persist"
 	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -280,15 +281,17 @@ func TestIntegrationDriftExitsThree(t *testing.T) {
 func TestIntegrationConfirmDeadman(t *testing.T) {
 	w := newWorld(t)
 	before := w.snapshot()
-	w.mustRun(append([]string{"apply", "--yes", "--confirm", "2s"}, profileArgs("live-edge")...)...)
+	// 4 s: the second apply below must still find it unconfirmed on a
+	// loaded machine.
+	w.mustRun(append([]string{"apply", "--yes", "--confirm", "4s"}, profileArgs("live-edge")...)...)
 	if w.snapshot() == before {
 		t.Fatal("apply changed nothing")
 	}
 	if r := w.run(nil, append([]string{"apply", "--yes"}, profileArgs("realtime-tcp")...)...); r.code == 0 || !strings.Contains(r.stderr, "awaits confirmation") {
 		t.Fatalf("a second apply while one awaits confirmation: exit %d %s", r.code, r.stderr)
 	}
-	if !waitFor(8*time.Second, func() bool { return w.snapshot() == before }) {
-		t.Fatalf("not rolled back 8 s after a 2 s deadline:\n%s", testnet.DiffLines(before, w.snapshot()))
+	if !waitFor(10*time.Second, func() bool { return w.snapshot() == before }) {
+		t.Fatalf("not rolled back 10 s after a 4 s deadline:\n%s", testnet.DiffLines(before, w.snapshot()))
 	}
 	if r := w.run(nil, "confirm"); r.code == 0 || !strings.Contains(r.stderr, "already rolled back") {
 		t.Errorf("late confirm: exit %d %s", r.code, r.stderr)
@@ -388,6 +391,23 @@ func TestIntegrationBadInput(t *testing.T) {
 			t.Fatal("host changed")
 		}
 	})
+	t.Run("not a journal", func(t *testing.T) {
+		dir := t.TempDir()
+		passwd := filepath.Join(dir, "passwd")
+		os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644)
+		for _, cmd := range [][]string{{"status", "--journal", passwd}, {"rollback", "--journal", passwd}, {"apply", "--yes", "--profile", "realtime-tcp", "--journal", passwd}} {
+			r := w.run(nil, cmd...)
+			if r.code == 0 || !strings.Contains(r.stderr, passwd) || !strings.Contains(r.stderr, "not a lowlat journal") {
+				t.Errorf("%s: exit %d %s", cmd[0], r.code, r.stderr)
+			}
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("a refused journal path left files beside it: %v", ents)
+		}
+		if after := w.snapshot(); after != before {
+			t.Fatal("host changed")
+		}
+	})
 	t.Run("truncated last journal record", func(t *testing.T) {
 		r := w.run([]string{"LOWLAT_TEST_CRASH=write:2"}, "apply", "--yes", "--profile", "realtime-tcp")
 		if !r.killed {
@@ -418,8 +438,12 @@ func TestIntegrationPersistAndBoot(t *testing.T) {
 	w := newWorld(t)
 	before := w.snapshot()
 	args := append([]string{"apply", "--yes", "--persist", "--persist-root", w.root}, profileArgs("capped-uplink")...)
-	w.mustRun(args...)
-	conf, err := os.ReadFile(filepath.Join(w.root, "etc/sysctl.d/99-lowlat.conf"))
+	var res applyJSON
+	if err := json.Unmarshal([]byte(w.mustRun(append(args, "--json")...).stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	sysctlFile := filepath.Join(w.root, persist.SysctlFile(res.Txn))
+	conf, err := os.ReadFile(sysctlFile)
 	if err != nil || !strings.Contains(string(conf), "net.ipv4.tcp_congestion_control = bbr") {
 		t.Fatalf("sysctl.d file: %v\n%s", err, conf)
 	}
@@ -459,7 +483,7 @@ func TestIntegrationPersistAndBoot(t *testing.T) {
 		t.Errorf("status after boot: exit %d\n%s", r.code, r.stdout)
 	}
 	w.mustRun("rollback")
-	if _, err := os.Stat(filepath.Join(w.root, "etc/sysctl.d/99-lowlat.conf")); !os.IsNotExist(err) {
+	if _, err := os.Stat(sysctlFile); !os.IsNotExist(err) {
 		t.Errorf("rollback left the sysctl.d file: %v", err)
 	}
 	if after := w.snapshot(); after != before {
@@ -468,6 +492,76 @@ func TestIntegrationPersistAndBoot(t *testing.T) {
 	st := journalState(t, w.journal)
 	if tx := st.Txns[0]; !tx.Meta.Persist || len(tx.Boots) != 2 {
 		t.Errorf("journal: persist=%v boots=%v", tx.Meta.Persist, tx.Boots)
+	}
+}
+
+// TestIntegrationConfirmPersistBoot: a --confirm --persist apply writes its
+// persistence files only at confirm, and a reboot before confirm rolls it
+// back at boot instead of re-applying it.
+func TestIntegrationConfirmPersistBoot(t *testing.T) {
+	w := newWorld(t)
+	before := w.snapshot()
+	args := append([]string{"apply", "--yes", "--json", "--confirm", "10m", "--persist", "--persist-root", w.root}, profileArgs("capped-uplink")...)
+	var res applyJSON
+	if err := json.Unmarshal([]byte(w.mustRun(args...).stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopWatchdogOf(t, w.journal, res.Txn) })
+	sysctlFile := filepath.Join(w.root, persist.SysctlFile(res.Txn))
+	if _, err := os.Stat(sysctlFile); !os.IsNotExist(err) {
+		t.Fatalf("sysctl.d file of an unconfirmed apply exists (%v): systemd-sysctl would apply it at boot", err)
+	}
+	// Pretend a reboot: the watchdog died with it, the qdiscs went back.
+	stopWatchdogOf(t, w.journal, res.Txn)
+	if err := w.ns.Do(func() error {
+		l, _ := netlink.LinkByName("up0")
+		qs, _ := netlink.QdiscList(l)
+		for _, q := range qs {
+			if q.Attrs().Parent == netlink.HANDLE_ROOT {
+				netlink.QdiscDel(q)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := w.run([]string{"LOWLAT_TEST_BOOT_ID=another-boot"}, "boot")
+	if r.code != 0 || !strings.Contains(r.stdout, "rolled back transaction "+res.Txn) {
+		t.Fatalf("boot: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if after := w.snapshot(); normHandles(after) != normHandles(before) {
+		t.Errorf("boot re-applied an unconfirmed transaction:\n%s", testnet.DiffLines(normHandles(before), normHandles(after)))
+	}
+	st := journalState(t, w.journal)
+	if tx := st.Txns[0]; tx.Status != journal.RolledBack || len(tx.Boots) != 1 {
+		t.Errorf("journal: %s boots %v", tx.Status, tx.Boots)
+	}
+
+	// Confirmed in time, the files are written by confirm.
+	if err := json.Unmarshal([]byte(w.mustRun(args...).stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopWatchdogOf(t, w.journal, res.Txn) })
+	w.mustRun("confirm")
+	if _, err := os.Stat(filepath.Join(w.root, persist.SysctlFile(res.Txn))); err != nil {
+		t.Errorf("confirm did not write the sysctl.d file: %v", err)
+	}
+	w.mustRun("rollback")
+	if _, err := os.Stat(filepath.Join(w.root, persist.SysctlFile(res.Txn))); !os.IsNotExist(err) {
+		t.Errorf("rollback left the sysctl.d file: %v", err)
+	}
+}
+
+// stopWatchdogOf kills the watchdog of a transaction, as a reboot would.
+func stopWatchdogOf(t *testing.T, journalPath, id string) {
+	st, err := journal.ReadState(journalPath)
+	if err != nil {
+		return
+	}
+	if tx, err := st.Find(id); err == nil && tx.Meta.WatchdogPID > 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", tx.Meta.WatchdogPID)); err == nil && strings.Contains(string(b), id) {
+			syscall.Kill(tx.Meta.WatchdogPID, syscall.SIGKILL)
+		}
 	}
 }
 
