@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/doctor"
+	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/report"
@@ -57,7 +58,8 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := doctor.Options{Sampler: liveSampler{root: "/proc"}, SampleWindow: *window}
+	nics, nicErr := knob.EthtoolOf(knob.Live)
+	opts := doctor.Options{Sampler: doctor.LiveSampler{Proc: "/proc", NICs: nics, NICErr: nicErr}, SampleWindow: *window}
 	if pf.profile != "" {
 		pl, _, err := makePlan(f, &pf, "doctor")
 		if err != nil {

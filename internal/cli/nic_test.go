@@ -3,75 +3,16 @@ package cli
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/lowlat/lowlat/internal/doctor"
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/txn"
 	"golang.org/x/sys/unix"
 )
-
-func TestParseThreadStat(t *testing.T) {
-	line := "4242 (my game) srv) S 1 4242 4242 0 -1 4194624 1200 0 0 0 731 42 0 0 20 0 8 0 123456 1000000 2000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 5 0 0 0 0 0\n"
-	st, ok := parseThreadStat([]byte(line))
-	if !ok || st.comm != "my game) srv" || st.ticks != 773 || st.cpu != 5 || st.kernel {
-		t.Errorf("parsed %+v %v", st, ok)
-	}
-	kt := "15 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 97 0 0 20 0 1 0 12 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0\n"
-	if st, ok := parseThreadStat([]byte(kt)); !ok || !st.kernel || st.ticks != 97 || st.cpu != 1 {
-		t.Errorf("kernel thread %+v %v", st, ok)
-	}
-	if _, ok := parseThreadStat([]byte("1 (init S 1")); ok {
-		t.Error("truncated line accepted")
-	}
-}
-
-// TestLiveSampler watches this host for a short window while a goroutine
-// burns CPU: that thread must be among the busiest, with its share and CPU.
-// The machine is shared with other tests, so the share asked for is modest
-// and one retry is allowed.
-func TestLiveSampler(t *testing.T) {
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-		}
-	}()
-	defer close(stop)
-	for attempt := 1; ; attempt++ {
-		s, err := liveSampler{root: "/proc"}.Sample(nil, 300*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Window < 300*time.Millisecond || len(s.Ksoftirqd) == 0 {
-			t.Fatalf("sample %+v", s)
-		}
-		var mine *doctor.ThreadLoad
-		for i, th := range s.Threads {
-			if th.PID == os.Getpid() && th.Share >= 0.1 && th.CPU >= 0 {
-				mine = &s.Threads[i]
-				break
-			}
-		}
-		if mine != nil {
-			return
-		}
-		if attempt == 2 {
-			t.Fatalf("this test's spinning thread (pid %d) not among the busiest: %+v", os.Getpid(), s.Threads)
-		}
-		t.Logf("retrying once: the spinning thread got too little CPU on a busy machine: %+v", s.Threads)
-	}
-}
 
 // TestApplyWritable: a knob the driver refuses (EOPNOTSUPP) is left out and
 // the rest applied in a fresh transaction; a read-back mismatch is not

@@ -47,7 +47,9 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 	} else {
 		renderStatus(env, rep)
 	}
-	if len(rep.Drift) > 0 {
+	// An overdue transaction is drift too: the host is not in the state
+	// the journal promises (rolled back by its deadline).
+	if len(rep.Drift) > 0 || len(rep.Overdue) > 0 {
 		return &ExitError{Code: ExitDrift}
 	}
 	return nil
@@ -59,6 +61,12 @@ func renderStatus(env *Env, rep *txn.StatusReport) {
 	}
 	for _, id := range rep.Lost {
 		fmt.Fprintf(env.Stdout, "Transaction %s was applied before the last reboot without --persist; the reboot undid it.\n", id)
+	}
+	for _, id := range rep.PartlyLost {
+		fmt.Fprintf(env.Stdout, "Transaction %s was applied before the last reboot without --persist: the reboot put its kernel settings back; its files, drop-ins and services are still in force ('lowlat rollback' restores them).\n", id)
+	}
+	for _, o := range rep.Overdue {
+		fmt.Fprintf(env.Stdout, "%s %s.\n", report.Paint("Overdue:", report.Bad, env.TTY), o)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(env.Stdout, "note:", n)
@@ -75,6 +83,9 @@ func renderStatus(env *Env, rep *txn.StatusReport) {
 		}
 		if a.Persist {
 			state += ", persisted"
+		}
+		if a.Lost > 0 {
+			state += fmt.Sprintf(", %d knob(s) lost at reboot", a.Lost)
 		}
 		t.AddStrings(a.ID, a.Profile, a.Began.Local().Format(time.DateTime), fmt.Sprint(a.Knobs), state)
 	}

@@ -68,13 +68,15 @@ type Sampler interface {
 const DefaultSampleWindow = 200 * time.Millisecond
 
 // takeSample runs the sampler once for a doctor run (the checks share one
-// window), or says why it did not.
-func takeSample(f *host.Facts, o Options) (*Sample, string) {
+// window), or says why it did not, and whether that is a failure (the
+// sampler was asked and could not) rather than a choice (a capture,
+// --sample 0).
+func takeSample(f *host.Facts, o Options) (*Sample, string, bool) {
 	switch {
 	case f.Source != "live":
-		return nil, fmt.Sprintf("not sampled: the facts are from %s, not this host now", orDefault(f.Source, "elsewhere"))
+		return nil, fmt.Sprintf("not sampled: the facts are from %s, not this host now", orDefault(f.Source, "elsewhere")), false
 	case o.Sampler == nil || o.SampleWindow <= 0:
-		return nil, "not sampled: sampling is off (doctor --sample 0)"
+		return nil, "not sampled: sampling is off (doctor --sample 0)", false
 	}
 	var ifaces []string
 	for _, i := range f.Interfaces {
@@ -84,13 +86,48 @@ func takeSample(f *host.Facts, o Options) (*Sample, string) {
 	}
 	s, err := o.Sampler.Sample(ifaces, o.SampleWindow)
 	if err != nil {
-		return nil, "not sampled: " + err.Error()
+		return nil, "not sampled: " + err.Error(), true
 	}
-	return s, ""
+	return s, "", false
 }
 
 // sample is what this run's sampler saw (see Run).
 func sample(o Options) (*Sample, string) { return o.sample, o.sampleErr }
+
+// unsampled returns why a sampled check cannot count as passed: the sampler
+// failed, or could not read a source the check needs (Sample.Errors keys,
+// matched as prefixes). "" when the sample it needs is there, or sampling
+// was not asked for.
+func unsampled(o Options, sources ...string) string {
+	if o.sampleFailed {
+		return o.sampleErr
+	}
+	if o.sample == nil {
+		return ""
+	}
+	var keys []string
+	for k := range o.sample.Errors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, src := range sources {
+			if strings.HasPrefix(k, src) {
+				return fmt.Sprintf("not sampled: %s: %s", k, o.sample.Errors[k])
+			}
+		}
+	}
+	return ""
+}
+
+// notSampled is the row of a sampled check that found nothing it could
+// vouch for: what it could not watch, counted as not checked.
+func notSampled(id, why string) []Finding {
+	return []Finding{{ID: id, Severity: Info, NotChecked: true,
+		Summary:  "not checked on the live host: " + strings.TrimPrefix(why, "not sampled: "),
+		Evidence: map[string]string{"sampled": why},
+		Fix:      "run lowlat doctor as root on the host itself (the live sample needs ethtool and /proc/PID/task)"}}
+}
 
 // dropCounterRE matches ethtool -S names that count packets lost by the NIC
 // or its driver, across drivers: rx_missed_errors, rx_no_buffer_count
@@ -169,6 +206,11 @@ func checkNICDrops(f *host.Facts, o Options) []Finding {
 			summary += "; whether they still grow was " + why
 		}
 		out = append(out, Finding{ID: "nic-drops", Severity: Info, Summary: summary, Evidence: ev, Fix: fix, Source: "000"})
+	}
+	if len(out) == 0 {
+		if why := unsampled(o, "ethtool:"); why != "" {
+			return notSampled("nic-drops", why)
+		}
 	}
 	return out
 }
@@ -428,6 +470,9 @@ func checkSoftirq(f *host.Facts, o Options) []Finding {
 			Source:   "002"})
 	}
 	s, _ := sample(o)
+	if why := unsampled(o, SourceThreads); why != "" && len(out) == 0 {
+		return notSampled("softirq-imbalance", why)
+	}
 	if s == nil {
 		return out
 	}
@@ -481,6 +526,9 @@ func checkNUMARemote(f *host.Facts, o Options) []Finding {
 		}
 	}
 	s, _ := sample(o)
+	if why := unsampled(o, SourceThreads); why != "" && len(out) == 0 && len(nicNodes) > 0 {
+		return notSampled("nic-numa-remote", why)
+	}
 	if s == nil || len(nicNodes) == 0 {
 		return out
 	}

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"errors"
+	"github.com/lowlat/lowlat/internal/host"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,6 +108,50 @@ func TestNICChecksSampled(t *testing.T) {
 	rep = Run(f2, sampled(&fakeSampler{err: errors.New("ethtool socket: permission denied")}))
 	if d := ids(rep)["nic-drops"]; !strings.Contains(d.Evidence["sampled"], "not sampled: ethtool socket: permission denied") {
 		t.Errorf("failed sample: %+v", d)
+	}
+}
+
+// TestFailedSampleIsNotAPass: a check whose live sample failed, or lacked
+// the source it reads, and that found nothing else is "not checked", never
+// "passed" (it used to count as a pass).
+func TestFailedSampleIsNotAPass(t *testing.T) {
+	clean := func() *host.Facts {
+		f := fixture(t, "dual-i40e-nvme")
+		f.Source = "live"
+		for i := range f.Interfaces {
+			if f.Interfaces[i].Ethtool != nil {
+				f.Interfaces[i].Ethtool.Stats = map[string]uint64{"rx_packets": 1}
+			}
+			f.Interfaces[i].Stats = nil
+		}
+		return f
+	}
+	base := Run(clean(), sampled(&fakeSampler{s: &Sample{Window: time.Second}}))
+	// The sampled checks that pass with a good, quiet sample.
+	var quiet []string
+	for _, id := range []string{"nic-drops", "softirq-imbalance", "nic-numa-remote"} {
+		if _, found := ids(base)[id]; !found {
+			quiet = append(quiet, id)
+		}
+	}
+	if len(quiet) < 2 {
+		t.Fatalf("fixture: only %v pass with a quiet sample", quiet)
+	}
+	for name, s := range map[string]*fakeSampler{
+		"sampler error":      {err: errors.New("ethtool socket: permission denied")},
+		"threads unreadable": {s: &Sample{Window: time.Second, Errors: map[string]string{SourceThreads: "open /proc: permission denied", "ethtool:eth0": "no device"}}},
+	} {
+		rep := Run(clean(), sampled(s))
+		for _, id := range quiet {
+			f, ok := ids(rep)[id]
+			if !ok || !f.NotChecked {
+				t.Errorf("%s: %s = %+v, want a not-checked row", name, id, f)
+			}
+		}
+		if n := len(quiet); rep.Checks.Passed != base.Checks.Passed-n || rep.Checks.NotChecked != base.Checks.NotChecked+n {
+			t.Errorf("%s: passed %d not checked %d; with a good sample: passed %d not checked %d",
+				name, rep.Checks.Passed, rep.Checks.NotChecked, base.Checks.Passed, base.Checks.NotChecked)
+		}
 	}
 }
 

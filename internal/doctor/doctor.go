@@ -62,8 +62,9 @@ type Options struct {
 	SampleWindow time.Duration
 
 	// Filled by Run: what the sampler saw, once for all checks.
-	sample    *Sample
-	sampleErr string
+	sample       *Sample
+	sampleErr    string
+	sampleFailed bool
 }
 
 // Report is the result of a run.
@@ -80,7 +81,7 @@ type Report struct {
 // Run runs every check on f.
 func Run(f *host.Facts, o Options) *Report {
 	rep := &Report{Findings: []Finding{}}
-	o.sample, o.sampleErr = takeSample(f, o)
+	o.sample, o.sampleErr, o.sampleFailed = takeSample(f, o)
 	for _, c := range Checks {
 		rep.Checks.Run++
 		if missing := missingSource(f, c.Needs); missing != "" {
@@ -94,8 +95,11 @@ func Run(f *host.Facts, o Options) *Report {
 			continue
 		}
 		fs := runCheck(c, f, o)
-		if len(fs) == 0 {
+		switch {
+		case len(fs) == 0:
 			rep.Checks.Passed++
+		case allNotChecked(fs):
+			rep.Checks.NotChecked++
 		}
 		rep.Findings = append(rep.Findings, fs...)
 	}
@@ -106,6 +110,15 @@ func Run(f *host.Facts, o Options) *Report {
 		return rank(rep.Findings[i].Severity) > rank(rep.Findings[j].Severity)
 	})
 	return rep
+}
+
+func allNotChecked(fs []Finding) bool {
+	for _, f := range fs {
+		if !f.NotChecked {
+			return false
+		}
+	}
+	return true
 }
 
 func rank(s string) int {
