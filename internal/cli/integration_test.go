@@ -281,26 +281,34 @@ func TestIntegrationDriftExitsThree(t *testing.T) {
 func TestIntegrationConfirmDeadman(t *testing.T) {
 	w := newWorld(t)
 	before := w.snapshot()
-	// 4 s: the second apply below must still find it unconfirmed on a
-	// loaded machine.
-	w.mustRun(append([]string{"apply", "--yes", "--confirm", "4s"}, profileArgs("live-edge")...)...)
+	// A second apply is refused while one awaits confirmation (a long
+	// deadline, so a loaded machine cannot race it), and a plain rollback
+	// ends the unconfirmed one.
+	w.mustRun(append([]string{"apply", "--yes", "--confirm", "60s"}, profileArgs("live-edge")...)...)
 	if w.snapshot() == before {
 		t.Fatal("apply changed nothing")
 	}
 	if r := w.run(nil, append([]string{"apply", "--yes"}, profileArgs("realtime-tcp")...)...); r.code == 0 || !strings.Contains(r.stderr, "awaits confirmation") {
 		t.Fatalf("a second apply while one awaits confirmation: exit %d %s", r.code, r.stderr)
 	}
-	if !waitFor(10*time.Second, func() bool { return w.snapshot() == before }) {
-		t.Fatalf("not rolled back 10 s after a 4 s deadline:\n%s", testnet.DiffLines(before, w.snapshot()))
+	w.mustRun("rollback")
+	if after := w.snapshot(); after != before {
+		t.Fatalf("rollback of an unconfirmed apply:\n%s", testnet.DiffLines(before, after))
+	}
+
+	// Unconfirmed: the watchdog rolls it back at the deadline.
+	w.mustRun(append([]string{"apply", "--yes", "--confirm", "2s"}, profileArgs("live-edge")...)...)
+	if !waitFor(15*time.Second, func() bool { return w.snapshot() == before }) {
+		t.Fatalf("not rolled back 15 s after a 2 s deadline:\n%s", testnet.DiffLines(before, w.snapshot()))
 	}
 	if r := w.run(nil, "confirm"); r.code == 0 || !strings.Contains(r.stderr, "already rolled back") {
 		t.Errorf("late confirm: exit %d %s", r.code, r.stderr)
 	}
 
-	w.mustRun(append([]string{"apply", "--yes", "--confirm", "2s"}, profileArgs("live-edge")...)...)
+	w.mustRun(append([]string{"apply", "--yes", "--confirm", "5s"}, profileArgs("live-edge")...)...)
 	applied := w.snapshot()
 	w.mustRun("confirm")
-	time.Sleep(3 * time.Second)
+	time.Sleep(6 * time.Second)
 	if w.snapshot() != applied {
 		t.Fatal("a confirmed change was rolled back")
 	}

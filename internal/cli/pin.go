@@ -136,7 +136,7 @@ func runPin(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	content := pinDropin(spec)
-	change := txn.Change{Knob: dropinID, Value: content}
+	change := txn.Change{Knob: dropinID, Value: knob.FileContent(content, 0o644)}
 	path := knob.DropinPath(unit, PinDropin)
 	if *unitRoot != "" && *unitRoot != "/" {
 		path = filepath.Join(*unitRoot, path)

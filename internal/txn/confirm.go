@@ -103,10 +103,11 @@ func (e *Engine) applyDeferred(ctx context.Context, j *journal.Journal, t *journ
 	return res, nil
 }
 
-// stopWatchdog ends a confirmed transaction's watchdog early. It checks the
-// process really is that watchdog first: the pid may have been reused.
+// stopWatchdog ends a transaction's watchdog early (confirmed, or rolled
+// back by hand). It checks the process really is that watchdog first: the pid
+// may have been reused; and a watchdog does not stop itself.
 func stopWatchdog(t *journal.Txn) {
-	if processRuns(t.Meta.WatchdogPID, t.ID) {
+	if pid := t.Meta.WatchdogPID; pid != os.Getpid() && processRuns(pid, t.ID) {
 		syscall.Kill(t.Meta.WatchdogPID, syscall.SIGTERM)
 	}
 }

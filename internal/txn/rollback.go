@@ -137,6 +137,10 @@ func (e *Engine) rollbackTxns(ctx context.Context, j *journal.Journal, targets [
 		if t.Status == journal.Unfinished || t.Status == journal.RollingBack {
 			res.Notes = append(res.Notes, fmt.Sprintf("recovered interrupted transaction %s", t.ID))
 		}
+		if t.PendingConfirm() && len(r.Failed) == 0 {
+			// Nothing left for its dead-man watchdog to do.
+			stopWatchdog(t)
+		}
 	}
 	if len(res.Failed) > 0 {
 		return res, fmt.Errorf("rollback: %d knob(s) could not be restored (first: %s: %s); rerun 'lowlat rollback' once fixed", len(res.Failed), res.Failed[0].Knob, res.Failed[0].Error)
