@@ -200,6 +200,8 @@ func openFile(path string, mode Mode) (*os.File, error) {
 		// Nobody ever wrote a journal here: an empty read-only view.
 		return nil, nil
 	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrPermission):
+		return nil, fmt.Errorf("journal %s: %w (only root can read lowlat's journal)", path, err)
 	case err != nil:
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	default:
