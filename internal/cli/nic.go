@@ -15,6 +15,7 @@ import (
 type cpuListFlag struct{ cpus []int }
 
 func (c *cpuListFlag) String() string { return host.FormatCPUList(c.cpus) }
+func (c *cpuListFlag) Type() string   { return "cpulist" }
 
 func (c *cpuListFlag) Set(v string) error {
 	l, err := host.ParseCPUList(v)
