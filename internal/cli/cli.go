@@ -93,6 +93,9 @@ func newRootCmd(env *Env) *cobra.Command {
 		// Bad input is one line from Main's error, never a usage dump.
 		SilenceErrors:     true,
 		SilenceUsage:      true,
+		DisableAutoGenTag: true, // reproducible man pages
+		// newCompletionCmd replaces cobra's, whose bare "completion"
+		// prints help and exits 0 instead of a usage error.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		Args:              cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -138,6 +141,8 @@ func newRootCmd(env *Env) *cobra.Command {
 	)
 	root.AddCommand(
 		newVersionCmd(env),
+		newCompletionCmd(),
+		newManCmd(),
 		newWatchdogCmd(env),
 	)
 	return root

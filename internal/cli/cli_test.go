@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -142,6 +143,8 @@ var arity = map[string][2]int{
 	"boot":          {0, 0},
 	"reassert":      {0, 0},
 	"version":       {0, 0},
+	"completion":    {1, 1},
+	"man":           {1, 1},
 	"help":          {0, -1},
 	"__watchdog":    {0, 0},
 }
@@ -280,6 +283,7 @@ func TestUsageErrorNamesCommand(t *testing.T) {
 		{[]string{"probe"}, "lowlat: probe: missing kind: udp, tcp, crr, load or compare (see 'lowlat probe --help')\n"},
 		{[]string{"probe", "icmp"}, "lowlat: probe: unknown kind \"icmp\"; want udp, tcp, crr, load or compare (see 'lowlat probe --help')\n"},
 		{[]string{"status", "now"}, "lowlat: status: unexpected argument \"now\" (see 'lowlat status --help')\n"},
+		{[]string{"completion", "tcsh"}, "lowlat: completion: unknown shell \"tcsh\": want bash, zsh or fish (see 'lowlat completion --help')\n"},
 	}
 	for _, tt := range tests {
 		r := runIsolated(t, tt.args...)
@@ -369,5 +373,85 @@ func TestFlagsAfterPositional(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &p); err != nil || p.Name != "game-udp" {
 			t.Errorf("%q: want game-udp as JSON, got %v:\n%.200s", args, err, out.String())
 		}
+	}
+}
+
+// TestCompletion: 'completion bash|zsh|fish' print scripts on stdout, and
+// the hidden __complete command they call answers from the command tree.
+func TestCompletion(t *testing.T) {
+	for shell, marker := range map[string]string{
+		"bash": "__start_lowlat",
+		"zsh":  "#compdef lowlat",
+		"fish": "complete -c lowlat",
+	} {
+		r := runIsolated(t, "completion", shell)
+		if r.err != nil || !strings.Contains(r.stdout, marker) || r.stderr != "" || r.osStdio != "" {
+			t.Errorf("completion %s: err %v, stdout lacks %q (%d bytes), stderr %q, os stdio %q", shell, r.err, marker, len(r.stdout), r.stderr, r.osStdio)
+			continue
+		}
+		if shell == "bash" {
+			if bash, err := exec.LookPath("bash"); err == nil {
+				cmd := exec.Command(bash, "-n")
+				cmd.Stdin = strings.NewReader(r.stdout)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("bash -n: %v\n%s", err, out)
+				}
+			}
+		}
+	}
+	r := runIsolated(t, "__complete", "probe", "")
+	for _, kind := range []string{"udp", "tcp", "crr", "load", "compare"} {
+		if !strings.Contains(r.stdout, kind+"\t") {
+			t.Errorf("__complete probe '' lacks %s:\n%s", kind, r.stdout)
+		}
+	}
+	r = runIsolated(t, "__complete", "apply", "--res")
+	if !strings.Contains(r.stdout, "--reserve-cpus") {
+		t.Errorf("__complete apply --res lacks --reserve-cpus:\n%s", r.stdout)
+	}
+}
+
+// TestManPages: 'man DIR' writes one page per visible command, each
+// listing that command's flags.
+func TestManPages(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "man1")
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	if err := Main(context.Background(), []string{"man", dir}, env); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for path, cmd := range commandTree(t) {
+		if path == "" || cmd.IsAvailableCommand() {
+			want = append(want, strings.Join(append([]string{"lowlat"}, split(path)...), "-")+".1")
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var have []string
+	for _, e := range entries {
+		have = append(have, e.Name())
+	}
+	slices.Sort(want)
+	slices.Sort(have)
+	if !slices.Equal(have, want) {
+		t.Errorf("pages:\nhave %q\nwant %q", have, want)
+	}
+	if slices.Contains(have, "lowlat-__watchdog.1") || slices.Contains(have, "lowlat-man.1") || slices.Contains(have, "lowlat-help.1") {
+		t.Error("a hidden command has a page")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "lowlat-apply.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"--profile", "--skip", "--reserve-cpus", "--journal", "--confirm"} {
+		if !bytes.Contains(b, []byte(`\fB`+f+`\fP`)) {
+			t.Errorf("lowlat-apply.1 lacks %s", f)
+		}
+	}
+	if out.Len() != 0 || errb.Len() != 0 {
+		t.Errorf("man printed: %q %q", out.String(), errb.String())
 	}
 }
