@@ -34,13 +34,25 @@ VM_MODULES := inet_diag tcp_diag
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor test deps check unit fuzz vmtest bench bench-lab clean
+.PHONY: build doctor man completion test deps check unit fuzz vmtest bench bench-lab clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
 
 doctor: build
 	./$(BIN) doctor
+
+# Man pages and shell completions for packages, generated from the command
+# tree that --help prints (bin/man/lowlat.1, lowlat-apply.1, ...).
+man: build
+	rm -rf bin/man
+	./$(BIN) man bin/man
+
+completion: build
+	mkdir -p bin/completion
+	./$(BIN) completion bash > bin/completion/lowlat.bash
+	./$(BIN) completion zsh > bin/completion/_lowlat
+	./$(BIN) completion fish > bin/completion/lowlat.fish
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/persist"
@@ -18,10 +20,6 @@ import (
 	"github.com/lowlat/lowlat/internal/txn"
 	"github.com/lowlat/lowlat/internal/version"
 )
-
-func init() {
-	register(&command{name: "apply", summary: "apply a profile as one journaled transaction (reversible; --confirm for a dead-man switch)", order: 40, run: runApply})
-}
 
 func engine(env *Env, journalFlag string) *txn.Engine {
 	path := journalPath(env, journalFlag)
@@ -39,28 +37,44 @@ func engine(env *Env, journalFlag string) *txn.Engine {
 	}
 }
 
-func runApply(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "apply", "apply --profile NAME [--iface IF]... [--set key=value]... [--dry-run] [--confirm 120s] [--persist] [--yes] [--json]")
-	var pf planFlags
-	addPlanFlags(fs, &pf)
-	dry := fs.Bool("dry-run", false, "show what would change and change nothing")
-	confirm := fs.Duration("confirm", 0, "dead-man switch: roll back automatically unless 'lowlat confirm' runs within this `duration`")
-	persistFlag := fs.Bool("persist", false, "survive reboots: write /etc/sysctl.d/99-lowlat.conf and a boot unit (journaled, removed by rollback)")
-	yes := fs.Bool("yes", false, "do not ask before changing the host")
-	asJSON := fs.Bool("json", false, "print JSON")
-	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
-	persistRoot := fs.String("persist-root", "/", "with --persist, write the files below `DIR` instead of / (an image or chroot)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// applyOptions are apply's flags.
+type applyOptions struct {
+	plan        planFlags
+	dryRun      bool
+	confirm     time.Duration
+	persist     bool
+	yes         bool
+	json        bool
+	journal     string
+	persistRoot string
+}
+
+func newApplyCmd(env *Env) *cobra.Command {
+	var o applyOptions
+	cmd := &cobra.Command{
+		Use:   "apply --profile NAME",
+		Short: "apply a profile as one journaled transaction (reversible; --confirm for a dead-man switch)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runApply),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
+	f := cmd.Flags()
+	o.plan.register(f)
+	f.BoolVar(&o.dryRun, "dry-run", false, "show what would change and change nothing")
+	f.DurationVar(&o.confirm, "confirm", 0, "dead-man switch: roll back automatically unless 'lowlat confirm' runs within this `duration`")
+	f.BoolVar(&o.persist, "persist", false, "survive reboots: write /etc/sysctl.d/99-lowlat.conf and a boot unit (journaled, removed by rollback)")
+	f.BoolVar(&o.yes, "yes", false, "do not ask before changing the host")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	f.StringVar(&o.persistRoot, "persist-root", "/", "with --persist, write the files below `DIR` instead of / (an image or chroot)")
+	return cmd
+}
+
+func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) error {
+	pf := &o.plan
+	if o.confirm < 0 || (o.confirm > 0 && o.confirm < time.Second) || o.confirm > 24*time.Hour {
+		return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v: want 1s..24h", o.confirm)}
 	}
-	if *confirm < 0 || (*confirm > 0 && *confirm < time.Second) || *confirm > 24*time.Hour {
-		return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v: want 1s..24h", *confirm)}
-	}
-	if !*dry {
+	if !o.dryRun {
 		if err := requireRoot("apply"); err != nil {
 			return err
 		}
@@ -70,7 +84,7 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pl, r, err := makePlan(f, &pf, "apply")
+	pl, r, err := makePlan(f, pf, "apply")
 	if err != nil {
 		return err
 	}
@@ -82,37 +96,37 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 			settings = append(settings, persist.Setting{Knob: c.Knob, Value: c.Desired})
 		}
 	}
-	eng := engine(env, *jpath)
+	eng := engine(env, o.journal)
 	id := eng.NewID()
 	// Files that outlive a reboot: with --confirm they wait for 'lowlat
 	// confirm' (Deferred), so nothing unconfirmed comes back at boot, and a
 	// guard unit rolls the transaction back at boot when it holds changes
 	// that survive a reboot by themselves.
 	var deferred []journal.Change
-	if *persistFlag || (*confirm > 0 && !*dry) {
+	if o.persist || (o.confirm > 0 && !o.dryRun) {
 		exe, err := lowlatExecutable()
 		if err != nil {
 			return fmt.Errorf("apply: %w (nothing was changed)", err)
 		}
-		o := persist.Options{ID: id, Profile: r.Name, Exe: exe, Journal: journalPath(env, *jpath), Systemd: f.Systemd, Root: *persistRoot}
+		po := persist.Options{ID: id, Profile: r.Name, Exe: exe, Journal: journalPath(env, o.journal), Systemd: f.Systemd, Root: o.persistRoot}
 		add := func(files []persist.Change, why string) {
 			for _, fc := range files {
 				changes = append(changes, plan.Change{Knob: fc.Knob, Desired: fc.Value, Action: plan.Set, Supported: true, Reason: why})
 			}
 		}
-		if *confirm > 0 {
+		if o.confirm > 0 {
 			var applying []persist.Setting
 			for _, c := range changes {
 				applying = append(applying, persist.Setting{Knob: c.Knob, Value: c.Desired})
 			}
-			guard, gnotes := persist.Guard(applying, o)
+			guard, gnotes := persist.Guard(applying, po)
 			notes = append(notes, gnotes...)
 			add(guard, "roll back at boot unless confirmed")
 		}
-		if *persistFlag {
-			files, pnotes := persist.Changes(settings, o)
+		if o.persist {
+			files, pnotes := persist.Changes(settings, po)
 			notes = append(notes, pnotes...)
-			if *confirm > 0 {
+			if o.confirm > 0 {
 				for _, fc := range files {
 					deferred = append(deferred, journal.Change{Knob: fc.Knob, Value: fc.Value})
 				}
@@ -124,16 +138,16 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 			}
 		}
 	}
-	if len(changes) == 0 && !*dry {
+	if len(changes) == 0 && !o.dryRun {
 		// Nothing to write, but an unfinished or unconfirmed transaction in
 		// the journal still needs saying: the host may be half-changed.
-		if _, err := engine(env, *jpath).Apply(ctx, nil, journal.Meta{}); err != nil {
+		if _, err := engine(env, o.journal).Apply(ctx, nil, journal.Meta{}); err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
 	}
-	if *dry || len(changes) == 0 {
-		if *asJSON {
-			return report.JSON(env.Stdout, map[string]any{"txn": nil, "dry_run": *dry, "changed": []txn.Item{}, "failed": []txn.Item{}, "plan": pl})
+	if o.dryRun || len(changes) == 0 {
+		if o.json {
+			return report.JSON(env.Stdout, map[string]any{"txn": nil, "dry_run": o.dryRun, "changed": []txn.Item{}, "failed": []txn.Item{}, "plan": pl})
 		}
 		if err := renderPlan(env.Stdout, pl, env.TTY); err != nil {
 			return err
@@ -145,7 +159,7 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 		}
 		return nil
 	}
-	if !*yes {
+	if !o.yes {
 		if !env.TTY {
 			return &ExitError{Code: 2, Err: fmt.Errorf("apply: %d change(s) planned; pass --yes to apply without a prompt (nothing was changed)", len(changes))}
 		}
@@ -158,10 +172,10 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 			return &ExitError{Code: 1, Err: errors.New("apply: cancelled; nothing was changed")}
 		}
 	}
-	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: *persistFlag, Deferred: deferred}
+	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: o.persist, Deferred: deferred}
 	var deadline time.Time
-	if *confirm > 0 {
-		deadline = time.Now().Add(*confirm)
+	if o.confirm > 0 {
+		deadline = time.Now().Add(o.confirm)
 		meta.ConfirmBy = &deadline
 	}
 	var tc []txn.Change
@@ -171,7 +185,7 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	res, err := eng.ApplyAs(ctx, id, tc, meta)
 	if err != nil {
 		var ae *txn.ApplyError
-		if errors.As(err, &ae) && *asJSON {
+		if errors.As(err, &ae) && o.json {
 			out := map[string]any{"txn": ae.Txn, "changed": []txn.Item{}, "failed": append([]txn.Item{{Knob: ae.Knob, Error: ae.Err.Error()}}, ae.RollbackFailed...), "rolled_back": ae.RolledBack}
 			report.JSON(env.Stdout, out)
 			return &ExitError{Code: 1}
@@ -181,18 +195,18 @@ func runApply(ctx context.Context, env *Env, args []string) error {
 	dropped := res.Skipped
 	res.Notes = append(res.Notes, notes...)
 	res.Notes = append(res.Notes, notWritableNotes(dropped)...)
-	if *asJSON {
+	if o.json {
 		out := map[string]any{"txn": res.Txn, "changed": res.Changed, "failed": res.Failed, "notes": res.Notes}
 		if len(dropped) > 0 {
 			out["not_writable"] = dropped
 		}
-		if *confirm > 0 {
+		if o.confirm > 0 {
 			out["confirm_by"] = deadline.UTC().Format(time.RFC3339)
 		}
 		return report.JSON(env.Stdout, out)
 	}
 	renderResult(env, "Applied", res)
-	if *confirm > 0 {
+	if o.confirm > 0 {
 		fmt.Fprintf(env.Stdout, "%s run 'lowlat confirm' by %s, or everything above is rolled back automatically.\n",
 			report.Paint("Unconfirmed:", report.Warn, env.TTY), deadline.Local().Format(time.TimeOnly))
 	}

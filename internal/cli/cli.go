@@ -1,18 +1,18 @@
-// Package cli implements lowlat's command line: one file per subcommand, each a
-// func(ctx, env, args) error that tests can call directly with a captured Env.
-// main only runs Main, prints the error and exits.
+// Package cli implements lowlat's command line on cobra: one file per
+// subcommand, each building its *cobra.Command (flags declared on it, bound
+// to an options struct) and running func(ctx, env, opts, args) error, which
+// tests reach through Main with a captured Env. main only runs Main, prints
+// the error and exits.
 package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
@@ -55,160 +55,279 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// command is one subcommand. Files register theirs from init so parallel work on
-// different subcommands never edits the same table.
-type command struct {
-	name    string
-	summary string
-	// order sorts the help listing: the loop's steps first, helpers after.
-	order  int
-	hidden bool
-	run    func(ctx context.Context, env *Env, args []string) error
-}
+// ExitUsage is the exit code of a command line lowlat cannot run: an unknown
+// command or flag, a missing or extra argument, a value out of range.
+const ExitUsage = 2
 
-var commands = map[string]*command{}
-
-func register(c *command) {
-	if _, dup := commands[c.name]; dup {
-		panic("cli: duplicate command " + c.name)
-	}
-	commands[c.name] = c
+func init() {
+	// The help listing follows the order commands are added in: the loop's
+	// steps first, not the alphabet.
+	cobra.EnableCommandSorting = false
 }
 
 // Main runs the lowlat command line with args (without the program name).
 func Main(ctx context.Context, args []string, env *Env) error {
-	if len(args) == 0 {
-		usage(env.Stderr)
-		return &ExitError{Code: 2}
+	root := newRootCmd(env)
+	if args == nil {
+		args = []string{} // cobra reads os.Args when given nil
 	}
-	name := args[0]
-	switch name {
-	case "-h", "--help", "help":
-		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				return c.run(ctx, env, []string{"--help"})
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// Command groups of the top-level help listing.
+const (
+	groupLoop    = "loop"
+	groupMeasure = "measure"
+	groupUnits   = "units"
+)
+
+// newRootCmd builds the whole command tree, writing to env's streams. Each
+// Main builds its own, so flag values never leak from one run to the next.
+func newRootCmd(env *Env) *cobra.Command {
+	var showVersion bool
+	root := &cobra.Command{
+		Use:   "lowlat <command>",
+		Short: "diagnose, plan, apply reversibly, prove and roll back network latency tuning",
+		Long:  "lowlat: diagnose, plan, apply reversibly, prove and roll back network latency tuning.",
+		// Bad input is one line from Main's error, never a usage dump.
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		DisableAutoGenTag: true, // reproducible man pages
+		// newCompletionCmd replaces cobra's, whose bare "completion"
+		// prints help and exits 0 instead of a usage error.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Args:              cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if showVersion && len(args) == 0 {
+				return runVersion(cmd.Context(), env, &versionOptions{}, nil)
+			}
+			return missingSubcommand(cmd, "command", args)
+		},
+	}
+	root.Flags().BoolVar(&showVersion, "version", false, "print the lowlat version (as 'lowlat version')")
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetIn(env.Stdin)
+	root.SetFlagErrorFunc(usageError)
+	root.SetUsageFunc(usage)
+	root.SetHelpCommand(newHelpCmd())
+
+	root.AddGroup(
+		&cobra.Group{ID: groupLoop, Title: "Diagnose, tune and roll back:"},
+		&cobra.Group{ID: groupMeasure, Title: "Measure and reproduce:"},
+		&cobra.Group{ID: groupUnits, Title: "Run by lowlat's systemd units:"},
+	)
+	inGroup(groupLoop, root,
+		newDoctorCmd(env),
+		newCaptureCmd(env),
+		newProfileCmd(env),
+		newPlanCmd(env),
+		newApplyCmd(env),
+		newConfirmCmd(env),
+		newPinCmd(env),
+		newRollbackCmd(env),
+		newStatusCmd(env),
+	)
+	inGroup(groupMeasure, root,
+		newProbeCmd(env),
+		newReflectorCmd(env),
+		newLabCmd(env),
+		newSocketsCmd(env),
+	)
+	inGroup(groupUnits, root,
+		newBootCmd(env),
+		newReassertCmd(env),
+	)
+	root.AddCommand(
+		newVersionCmd(env),
+		newCompletionCmd(),
+		newManCmd(),
+		newWatchdogCmd(env),
+	)
+	return root
+}
+
+// inGroup adds cmds to parent, listed under the help group id.
+func inGroup(id string, parent *cobra.Command, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.GroupID = id
+	}
+	parent.AddCommand(cmds...)
+}
+
+// usage prints a command's usage: cobra's default layout, with one usage
+// line (a command with subcommands names its placeholder in Use: "probe
+// <kind>") and the command groups of the top level. It is a function, not
+// a text/template: a template's reflection would keep every method of every
+// type in the binary.
+func usage(cmd *cobra.Command) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage:\n  %s\n", cmd.UseLine())
+	if cmd.HasExample() {
+		fmt.Fprintf(&b, "\nExamples:\n%s\n", cmd.Example)
+	}
+	if cmd.HasAvailableSubCommands() {
+		listed := func(c *cobra.Command) bool { return c.IsAvailableCommand() || c.Name() == "help" }
+		section := func(title, group string) {
+			fmt.Fprintf(&b, "\n%s\n", title)
+			for _, c := range cmd.Commands() {
+				if c.GroupID == group && listed(c) {
+					fmt.Fprintf(&b, "  %-*s %s\n", c.NamePadding(), c.Name(), c.Short)
+				}
 			}
 		}
-		usage(env.Stdout)
-		return nil
-	case "--version", "-version":
-		name = "version"
-	}
-	c, ok := commands[name]
-	if !ok {
-		return &ExitError{Code: 2, Err: fmt.Errorf("unknown command %q (run 'lowlat help' for the list)", name)}
-	}
-	return c.run(ctx, env, args[1:])
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "lowlat: diagnose, plan, apply reversibly, prove and roll back network latency tuning.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: lowlat <command> [flags] [args]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	var list []*command
-	for _, c := range commands {
-		if !c.hidden {
-			list = append(list, c)
-		}
-	}
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].order != list[j].order {
-			return list[i].order < list[j].order
-		}
-		return list[i].name < list[j].name
-	})
-	for _, c := range list {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'lowlat <command> --help' for a command's flags.")
-}
-
-// flagSet returns a FlagSet that never prints on its own: parse errors become one
-// line naming the command, and --help prints the usage to stdout.
-func flagSet(env *Env, name, usageLine string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stdout, "Usage: lowlat %s\n\nFlags:\n", usageLine)
-		fs.SetOutput(env.Stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
-}
-
-// errHelp signals that --help was printed; commands return nil for it.
-var errHelp = flag.ErrHelp
-
-// parse parses flags anywhere among args (Go's flag package stops at the first
-// positional argument; users write "probe udp host:port --interval 1ms").
-// It returns the positional arguments.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				// flag already printed the usage (through fs.Usage).
-				return nil, errHelp
+		if len(cmd.Groups()) == 0 {
+			section("Commands:", "")
+		} else {
+			for _, g := range cmd.Groups() {
+				section(g.Title, g.ID)
 			}
-			return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: %v (see 'lowlat %s --help')", fs.Name(), err, fs.Name())}
+			if !cmd.AllChildCommandsHaveGroup() {
+				section("Other commands:", "")
+			}
 		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		// A lone "--" was consumed by Parse; everything after it is positional only
-		// if the previous token was "--". flag cannot tell us, so treat the rest
-		// uniformly: take one positional and keep parsing.
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	}
+	if cmd.HasAvailableLocalFlags() {
+		fmt.Fprintf(&b, "\nFlags:\n%s", cmd.LocalFlags().FlagUsages())
+	}
+	if cmd.HasAvailableInheritedFlags() {
+		fmt.Fprintf(&b, "\nGlobal flags:\n%s", cmd.InheritedFlags().FlagUsages())
+	}
+	if cmd.HasAvailableSubCommands() {
+		fmt.Fprintf(&b, "\nRun '%s <command> --help' for a command's flags.\n", cmd.CommandPath())
+	}
+	_, err := io.WriteString(cmd.OutOrStdout(), b.String())
+	return err
+}
+
+// runWith adapts a command's run function to cobra: the context of
+// Main, the Env, the command's options and its positional arguments.
+func runWith[O any](env *Env, o *O, run func(context.Context, *Env, *O, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return run(cmd.Context(), env, o, args)
 	}
 }
 
-// positional checks the count of positional arguments.
-func positional(fs *flag.FlagSet, pos []string, min, max int, what string) error {
-	if len(pos) < min || (max >= 0 && len(pos) > max) {
-		if len(pos) < min {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s: missing %s (see 'lowlat %s --help')", fs.Name(), what, fs.Name())}
-		}
-		return &ExitError{Code: 2, Err: fmt.Errorf("%s: unexpected argument %q (see 'lowlat %s --help')", fs.Name(), strings.Join(pos[max:], " "), fs.Name())}
+// usageError is a command line lowlat cannot run, as one line naming the
+// command and where its help is: exit 2, no usage dump.
+func usageError(cmd *cobra.Command, err error) error {
+	name := commandName(cmd)
+	if name == "" {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%v (see 'lowlat --help')", err)}
+	}
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %v (see 'lowlat %s --help')", name, err, name)}
+}
+
+// commandName is the command's path without the program name ("probe udp").
+func commandName(cmd *cobra.Command) string {
+	path := cmd.CommandPath()
+	if _, rest, ok := strings.Cut(path, " "); ok {
+		return rest
+	}
+	return ""
+}
+
+// noArgs is Args for commands that take no positional argument.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError(cmd, fmt.Errorf("unexpected argument %q", strings.Join(args, " ")))
 	}
 	return nil
 }
 
-// sub is one sub-command of a command group ("probe udp", "lab run").
-type sub struct {
-	name string
-	run  func(ctx context.Context, env *Env, args []string) error
-}
-
-// dispatch runs the sub-command args[0] of a group: no argument prints the
-// usage on stderr and exits 2, --help prints it on stdout, an unknown name is
-// a one-line usage error naming the noun ("kind", "command") and the choices.
-func dispatch(ctx context.Context, env *Env, group, usage, noun string, subs []sub, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, usage)
-		return &ExitError{Code: 2}
-	}
-	var names []string
-	for _, s := range subs {
-		if s.name == args[0] {
-			return s.run(ctx, env, args[1:])
+// exactArgs wants n positional arguments, described by what when missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageError(cmd, fmt.Errorf("missing %s", what))
 		}
-		names = append(names, s.name)
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(env.Stdout, usage)
+		if len(args) > n {
+			return usageError(cmd, fmt.Errorf("unexpected argument %q", strings.Join(args[n:], " ")))
+		}
 		return nil
 	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("%s: unknown %s %q (%s)", group, noun, args[0], strings.Join(names, ", "))}
 }
 
-// withoutCtx adapts a sub-command that needs no context.
-func withoutCtx(f func(*Env, []string) error) func(context.Context, *Env, []string) error {
-	return func(_ context.Context, env *Env, args []string) error { return f(env, args) }
+// minArgs wants at least n positional arguments.
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageError(cmd, fmt.Errorf("missing %s", what))
+		}
+		return nil
+	}
+}
+
+// newGroupCmd is a command that only holds subcommands ("probe", "lab"):
+// without one, or with an unknown one, it is a usage error naming the
+// choices; noun says what a subcommand is called ("kind", "command").
+func newGroupCmd(use, short, long, noun string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return missingSubcommand(cmd, noun, args)
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+// missingSubcommand is the usage error of a group run without a known
+// subcommand; a subcommand group names the choices, the top-level list is
+// too long for one line (--help has it).
+func missingSubcommand(cmd *cobra.Command, noun string, args []string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	want := ""
+	if cmd.HasParent() && len(names) > 0 {
+		want = ": " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	}
+	if len(args) == 0 {
+		return usageError(cmd, fmt.Errorf("missing %s%s", noun, want))
+	}
+	if want != "" {
+		want = "; want" + want[1:]
+	}
+	return usageError(cmd, fmt.Errorf("unknown %s %q%s", noun, args[0], want))
+}
+
+// newHelpCmd replaces cobra's help command, which answers an unknown topic
+// with the top-level usage and exit 0: here it is a usage error.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]...",
+		Short: "show the help of lowlat or of a command",
+		Args:  cobra.ArbitraryArgs,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			target, rest, err := cmd.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []cobra.Completion
+			for _, c := range target.Commands() {
+				if c.IsAvailableCommand() && strings.HasPrefix(c.Name(), toComplete) {
+					out = append(out, cobra.CompletionWithDesc(c.Name(), c.Short))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := cmd.Root().Find(args)
+			if err == nil && len(rest) > 0 {
+				err = fmt.Errorf("unknown command %q", strings.Join(args, " "))
+			}
+			if err != nil {
+				return usageError(cmd, err)
+			}
+			return target.Help()
+		},
+	}
 }

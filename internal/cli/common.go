@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 )
@@ -14,6 +16,7 @@ import (
 type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Type() string   { return "list" }
 func (l *listFlag) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -27,6 +30,7 @@ func (l *listFlag) Set(v string) error {
 type setFlag map[string]string
 
 func (s setFlag) String() string { return "" }
+func (s setFlag) Type() string   { return "key=value" }
 func (s setFlag) Set(v string) error {
 	k, val, ok := strings.Cut(v, "=")
 	if !ok || strings.TrimSpace(k) == "" {
@@ -44,9 +48,7 @@ type factsSource struct {
 	sockets bool
 }
 
-func (s *factsSource) register(fs interface {
-	StringVar(*string, string, string, string)
-}) {
+func (s *factsSource) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.from, "from", "", "read a snapshot written by 'lowlat capture' instead of this host")
 	fs.StringVar(&s.root, "root", "", "read a captured /proc, /sys and /etc tree at `DIR` instead of this host")
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/doctor"
 	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/host"
@@ -15,10 +17,6 @@ import (
 	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/version"
 )
-
-func init() {
-	register(&command{name: "doctor", summary: "diagnose what on this host (or a capture) adds network latency", order: 10, run: runDoctor})
-}
 
 // doctorHost is the host summary doctor --json embeds.
 type doctorHost struct {
@@ -35,33 +33,43 @@ type doctorHost struct {
 	Unreadable []string `json:"unreadable,omitempty"`
 }
 
-func runDoctor(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "doctor", "doctor [--profile NAME [--set key=value]...] [--from FILE | --root DIR] [--json]")
-	src := factsSource{sockets: true}
-	src.register(fs)
-	var pf planFlags
-	addPlanFlags(fs, &pf)
-	asJSON := fs.Bool("json", false, "print JSON")
-	window := fs.Duration("sample", doctor.DefaultSampleWindow, "watch NIC drop counters and softirq load on this host for `duration` (0: off; a longer look catches rarer drops)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// doctorOptions are doctor's flags.
+type doctorOptions struct {
+	src    factsSource
+	plan   planFlags
+	json   bool
+	window time.Duration
+}
+
+func newDoctorCmd(env *Env) *cobra.Command {
+	o := doctorOptions{src: factsSource{sockets: true}}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "diagnose what on this host (or a capture) adds network latency",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runDoctor),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
-	if *window < 0 || *window > time.Minute {
-		return &ExitError{Code: 2, Err: fmt.Errorf("doctor: --sample %v: want 0..1m", *window)}
+	f := cmd.Flags()
+	o.src.register(f)
+	o.plan.register(f)
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.DurationVar(&o.window, "sample", doctor.DefaultSampleWindow, "watch NIC drop counters and softirq load on this host for `duration` (0: off; a longer look catches rarer drops)")
+	return cmd
+}
+
+func runDoctor(ctx context.Context, env *Env, o *doctorOptions, args []string) error {
+	if o.window < 0 || o.window > time.Minute {
+		return &ExitError{Code: 2, Err: fmt.Errorf("doctor: --sample %v: want 0..1m", o.window)}
 	}
 	start := time.Now()
-	f, err := src.load(ctx)
+	f, err := o.src.load(ctx)
 	if err != nil {
 		return err
 	}
 	nics, nicErr := knob.EthtoolOf(knob.Live)
-	opts := doctor.Options{Sampler: doctor.LiveSampler{Proc: "/proc", NICs: nics, NICErr: nicErr}, SampleWindow: *window}
-	if pf.profile != "" {
-		pl, _, err := makePlan(f, &pf, "doctor")
+	opts := doctor.Options{Sampler: doctor.LiveSampler{Proc: "/proc", NICs: nics, NICErr: nicErr}, SampleWindow: o.window}
+	if o.plan.profile != "" {
+		pl, _, err := makePlan(f, &o.plan, "doctor")
 		if err != nil {
 			return err
 		}
@@ -70,7 +78,7 @@ func runDoctor(ctx context.Context, env *Env, args []string) error {
 	rep := doctor.Run(f, opts)
 	h := summarizeHost(f)
 	h.Elapsed = time.Since(start).Round(time.Millisecond).String()
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, struct {
 			Findings []doctor.Finding `json:"findings"`
 			Host     doctorHost       `json:"host"`

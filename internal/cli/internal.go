@@ -6,25 +6,38 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/report"
 )
 
-func init() {
-	register(&command{name: "__watchdog", hidden: true, run: runWatchdog})
-	register(&command{name: "boot", summary: "at boot: roll back unconfirmed changes, re-apply persisted qdisc, route, NIC and interrupt settings (run by lowlat-boot.service)", order: 80, run: runBoot})
+// watchdogOptions are the flags txn.SpawnWatchdog passes.
+type watchdogOptions struct {
+	journal  string
+	txn      string
+	deadline string
+}
+
+func newWatchdogCmd(env *Env) *cobra.Command {
+	var o watchdogOptions
+	cmd := &cobra.Command{
+		Use:    "__watchdog --journal FILE --txn ID --deadline RFC3339",
+		Short:  "the dead-man process of apply --confirm (started by lowlat itself)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE:   runWith(env, &o, runWatchdog),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.journal, "journal", "", "journal file")
+	f.StringVar(&o.txn, "txn", "", "transaction")
+	f.StringVar(&o.deadline, "deadline", "", "deadline")
+	return cmd
 }
 
 // runWatchdog is the detached dead-man process started by apply --confirm.
-func runWatchdog(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "__watchdog", "__watchdog --journal FILE --txn ID --deadline RFC3339")
-	jpath := fs.String("journal", "", "journal file")
-	id := fs.String("txn", "", "transaction")
-	dl := fs.String("deadline", "", "deadline")
-	if _, err := parse(fs, args); err != nil {
-		return helpOK(err)
-	}
-	deadline, err := time.Parse(time.RFC3339Nano, *dl)
-	if err != nil || *id == "" || *jpath == "" {
+func runWatchdog(ctx context.Context, env *Env, o *watchdogOptions, args []string) error {
+	deadline, err := time.Parse(time.RFC3339Nano, o.deadline)
+	if err != nil || o.txn == "" || o.journal == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("__watchdog: needs --journal, --txn and --deadline")}
 	}
 	// The apply that spawned this watchdog is its parent until it exits:
@@ -32,26 +45,40 @@ func runWatchdog(ctx context.Context, env *Env, args []string) error {
 	// at the deadline.
 	applyPID := os.Getppid()
 	// SIGTERM from 'lowlat confirm' cancels ctx: exit quietly, change kept.
-	_, err = engine(env, *jpath).Watchdog(ctx, *id, deadline, applyPID)
+	_, err = engine(env, o.journal).Watchdog(ctx, o.txn, deadline, applyPID)
 	if err == context.Canceled {
 		return nil
 	}
 	return err
 }
 
-func runBoot(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "boot", "boot [--journal FILE] [--json]")
-	jpath := fs.String("journal", "", "journal `file`")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args); err != nil {
-		return helpOK(err)
+// bootOptions are boot's flags.
+type bootOptions struct {
+	journal string
+	json    bool
+}
+
+func newBootCmd(env *Env) *cobra.Command {
+	var o bootOptions
+	cmd := &cobra.Command{
+		Use:   "boot",
+		Short: "at boot: roll back unconfirmed changes, re-apply persisted qdisc, route, NIC and interrupt settings (run by lowlat-boot.service)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runBoot),
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.journal, "journal", "", "journal `file`")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runBoot(ctx context.Context, env *Env, o *bootOptions, args []string) error {
 	if err := requireRoot("boot"); err != nil {
 		return err
 	}
-	res, err := engine(env, *jpath).Boot(ctx)
+	res, err := engine(env, o.journal).Boot(ctx)
 	if res != nil {
-		if *asJSON {
+		if o.json {
 			report.JSON(env.Stdout, res)
 		} else {
 			renderResult(env, "Re-applied", res)

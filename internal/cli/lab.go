@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,43 +10,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/lowlat/lowlat/internal/lab"
 	"github.com/lowlat/lowlat/internal/report"
 )
 
-func init() {
-	register(&command{name: "lab", summary: "reproduce a runbook's problem in network namespaces, apply the fix, prove it (list, run, vm, clean)", order: 70, run: runLab})
+func newLabCmd(env *Env) *cobra.Command {
+	return newGroupCmd("lab <command>",
+		"reproduce a runbook's problem in network namespaces, apply the fix, prove it (list, run, vm, clean)",
+		"Reproduce a runbook's problem in network namespaces, apply the fix, and prove it. See docs/lab.md.",
+		"command",
+		newLabListCmd(env), newLabRunCmd(env), newLabVMCmd(env), newLabReportCmd(env), newLabCleanCmd(env))
 }
 
-const labUsage = `Usage: lowlat lab <command> [flags]
+// labListOptions are lab list's flags.
+type labListOptions struct{ json bool }
 
-Commands:
-  list               the scenarios, the runbook each reproduces, and roughly how long it takes
-  run NAME           build the scenario's network in namespaces on this host, measure the
-                     baseline and every fix, print before/after with a verdict (root)
-  vm NAME            the same inside a stock Debian kernel under qemu (every qdisc exists there)
-  report FILE...     render saved results (-o FILE of run or vm) as text, JSON or HTML
-  clean              remove every namespace, process and file an earlier run left behind (root)
-
-Run 'lowlat lab <command> --help' for flags. See docs/lab.md.
-`
-
-func runLab(ctx context.Context, env *Env, args []string) error {
-	return dispatch(ctx, env, "lab", labUsage, "command", []sub{
-		{"list", withoutCtx(labList)}, {"run", labRun}, {"vm", labVM}, {"report", withoutCtx(labReport)}, {"clean", withoutCtx(labClean)},
-	}, args)
+func newLabListCmd(env *Env) *cobra.Command {
+	var o labListOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "the scenarios, the runbook each reproduces, and roughly how long it takes",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runLabList),
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
 }
 
-func labList(env *Env, args []string) error {
-	fs := flagSet(env, "lab list", "lab list [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
-	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func runLabList(ctx context.Context, env *Env, o *labListOptions, args []string) error {
 	type variant struct {
 		Name string `json:"name"`
 		Desc string `json:"desc"`
@@ -71,7 +64,7 @@ func labList(env *Env, args []string) error {
 		}
 		items = append(items, it)
 	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, items)
 	}
 	t := report.Table{Header: []string{"scenario", "runbook", "time", "variants", "what"}}
@@ -91,32 +84,30 @@ func labList(env *Env, args []string) error {
 
 // labOut are the output flags of run and vm.
 type labOut struct {
-	json *bool
-	out  *string
-	html *string
+	json bool
+	out  string
+	html string
 }
 
-func addLabOut(fs *flag.FlagSet) *labOut {
-	o := &labOut{json: new(bool), out: new(string), html: new(string)}
-	fs.BoolVar(o.json, "json", false, "print the result as JSON")
-	fs.StringVar(o.out, "o", "", "also write the JSON result to `FILE` (written whole or not at all)")
-	fs.StringVar(o.html, "html", "", "write a self-contained HTML report (RTT CDF and RTT over time per variant) to `FILE`")
-	return o
+func (o *labOut) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
+	fs.StringVarP(&o.out, "output", "o", "", "also write the JSON result to `FILE` (written whole or not at all)")
+	fs.StringVar(&o.html, "html", "", "write a self-contained HTML report (RTT CDF and RTT over time per variant) to `FILE`")
 }
 
 // emitLab writes a finished result: -o, --html, then JSON or the table.
 func emitLab(env *Env, o *labOut, r *lab.Result) error {
-	if *o.out != "" {
-		if err := writeFileAtomic(*o.out, r); err != nil {
+	if o.out != "" {
+		if err := writeFileAtomic(o.out, r); err != nil {
 			return err
 		}
 	}
-	if *o.html != "" {
-		if err := writeHTMLAtomic(*o.html, r); err != nil {
+	if o.html != "" {
+		if err := writeHTMLAtomic(o.html, r); err != nil {
 			return err
 		}
 	}
-	if *o.json {
+	if o.json {
 		if err := report.JSON(env.Stdout, r); err != nil {
 			return err
 		}
@@ -130,31 +121,41 @@ func emitLab(env *Env, o *labOut, r *lab.Result) error {
 	return nil
 }
 
-func labReport(env *Env, args []string) error {
-	fs := flagSet(env, "lab report", "lab report FILE.json... [--html FILE] [--json]")
-	asJSON := fs.Bool("json", false, "print the results as JSON (one array)")
-	htmlOut := fs.String("html", "", "write one self-contained HTML page for all results to `FILE`")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// labReportOptions are lab report's flags.
+type labReportOptions struct {
+	json bool
+	html string
+}
+
+func newLabReportCmd(env *Env) *cobra.Command {
+	var o labReportOptions
+	cmd := &cobra.Command{
+		Use:   "report FILE.json...",
+		Short: "render saved results (-o FILE of run or vm) as text, JSON or HTML",
+		Args:  minArgs(1, "result FILE (written by 'lowlat lab run -o FILE')"),
+		RunE:  runWith(env, &o, runLabReport),
 	}
-	if err := positional(fs, pos, 1, -1, "result FILE (written by 'lowlat lab run -o FILE')"); err != nil {
-		return err
-	}
+	f := cmd.Flags()
+	f.BoolVar(&o.json, "json", false, "print the results as JSON (one array)")
+	f.StringVar(&o.html, "html", "", "write one self-contained HTML page for all results to `FILE`")
+	return cmd
+}
+
+func runLabReport(ctx context.Context, env *Env, o *labReportOptions, args []string) error {
 	var rs []*lab.Result
-	for _, p := range pos {
+	for _, p := range args {
 		r, err := lab.ReadResult(p)
 		if err != nil {
 			return err
 		}
 		rs = append(rs, r)
 	}
-	if *htmlOut != "" {
-		if err := writeHTMLAtomic(*htmlOut, rs...); err != nil {
+	if o.html != "" {
+		if err := writeHTMLAtomic(o.html, rs...); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, rs)
 	}
 	pass := true
@@ -177,43 +178,55 @@ func writeHTMLAtomic(path string, rs ...*lab.Result) error {
 	return writeAtomic(path, func(w io.Writer) error { return lab.WriteHTML(w, rs) })
 }
 
-func labRun(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "lab run", "lab run NAME [--json] [-o FILE] [--html FILE] [--id ID] [--variant V]... [--quiet]")
-	o := addLabOut(fs)
-	id := fs.String("id", "", "name the run: namespaces are lowlat-lab-`ID`-client, -provider, -server (default: random)")
-	var variants listFlag
-	fs.Var(&variants, "variant", "run only this `variant` (repeatable; the baseline always runs)")
-	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	scale := fs.Float64("scale", 1, "multiply every measurement's duration by `X` (0.3..3)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// labRunOptions are lab run's flags.
+type labRunOptions struct {
+	out      labOut
+	id       string
+	variants listFlag
+	quiet    bool
+	scale    float64
+}
+
+func newLabRunCmd(env *Env) *cobra.Command {
+	var o labRunOptions
+	cmd := &cobra.Command{
+		Use:   "run NAME",
+		Short: "build the scenario's network in namespaces on this host, measure the baseline and every fix, print before/after with a verdict (root)",
+		Args:  exactArgs(1, "scenario NAME (see 'lowlat lab list')"),
+		RunE:  runWith(env, &o, runLabRun),
 	}
-	if err := positional(fs, pos, 1, 1, "scenario NAME (see 'lowlat lab list')"); err != nil {
+	f := cmd.Flags()
+	o.out.register(f)
+	f.StringVar(&o.id, "id", "", "name the run: namespaces are lowlat-lab-`ID`-client, -provider, -server (default: random)")
+	f.Var(&o.variants, "variant", "run only this `variant` (repeatable; the baseline always runs)")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	f.Float64Var(&o.scale, "scale", 1, "multiply every measurement's duration by `X` (0.3..3)")
+	return cmd
+}
+
+func runLabRun(ctx context.Context, env *Env, o *labRunOptions, args []string) error {
+	if err := checkScenario("lab run", args[0], o.variants); err != nil {
 		return err
 	}
-	if err := checkScenario("lab run", pos[0], variants); err != nil {
-		return err
-	}
-	if *id != "" {
-		if err := lab.ValidID(*id); err != nil {
+	if o.id != "" {
+		if err := lab.ValidID(o.id); err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("lab run: %w", err)}
 		}
 	}
-	if *scale < 0.3 || *scale > 3 {
-		return &ExitError{Code: 2, Err: fmt.Errorf("lab run: --scale %g: want 0.3..3", *scale)}
+	if o.scale < 0.3 || o.scale > 3 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("lab run: --scale %g: want 0.3..3", o.scale)}
 	}
 	envName := "host"
 	if env.Getenv != nil && env.Getenv("LOWLAT_LAB_ENV") != "" {
 		envName = env.Getenv("LOWLAT_LAB_ENV")
 	}
-	pr := newLabProgress(env, *quiet)
-	res, err := lab.Run(ctx, pos[0], lab.Options{ID: *id, Variants: variants, Progress: pr.step, Environment: envName, Scale: *scale})
+	pr := newLabProgress(env, o.quiet)
+	res, err := lab.Run(ctx, args[0], lab.Options{ID: o.id, Variants: o.variants, Progress: pr.step, Environment: envName, Scale: o.scale})
 	pr.stop()
 	if err != nil {
 		return labErr(err)
 	}
-	return emitLab(env, o, res)
+	return emitLab(env, &o.out, res)
 }
 
 // checkScenario turns an unknown scenario or variant into a usage error.
@@ -284,22 +297,32 @@ func (p *labProgress) stop() {
 	}
 }
 
-func labClean(env *Env, args []string) error {
-	fs := flagSet(env, "lab clean", "lab clean [--force] [--json]")
-	force := fs.Bool("force", false, "also stop runs whose process is still alive")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// labCleanOptions are lab clean's flags.
+type labCleanOptions struct {
+	force bool
+	json  bool
+}
+
+func newLabCleanCmd(env *Env) *cobra.Command {
+	var o labCleanOptions
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "remove every namespace, process and file an earlier run left behind (root)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runLabClean),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+	f := cmd.Flags()
+	f.BoolVar(&o.force, "force", false, "also stop runs whose process is still alive")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runLabClean(ctx context.Context, env *Env, o *labCleanOptions, args []string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("lab clean: must run as root: it deletes network namespaces")
 	}
-	rep, err := lab.Clean(*force)
-	if *asJSON {
+	rep, err := lab.Clean(o.force)
+	if o.json {
 		if jerr := report.JSON(env.Stdout, rep); jerr != nil {
 			return jerr
 		}

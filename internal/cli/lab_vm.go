@@ -10,63 +10,81 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/lab"
 	"github.com/lowlat/lowlat/internal/lab/vm"
 )
 
-func labVM(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "lab vm", "lab vm NAME [--json] [-o FILE] [--html FILE] [--kernel BZIMAGE [--modules DIR]] [--initrd FILE] [--timeout 20m] [--console] [--quiet]")
-	o := addLabOut(fs)
-	kernel := fs.String("kernel", "", "boot your own kernel `BZIMAGE` instead of a stock Debian one (linux-image-6.1.0-*-amd64, fetched with apt once)")
-	modules := fs.String("modules", "", "with --kernel: its /lib/modules/<release> `DIR` (without it, every qdisc must be built in)")
-	initrd := fs.String("initrd", "", "an extra initramfs `FILE` unpacked first (firmware, your kernel's modules)")
-	timeout := fs.Duration("timeout", 20*time.Minute, "bound the whole run: kernel fetch, boot and scenario")
-	console := fs.Bool("console", false, "stream the guest's whole console (kernel messages included) to stderr")
-	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	var variants listFlag
-	fs.Var(&variants, "variant", "run only this `variant` (repeatable; the baseline always runs)")
-	scale := fs.Float64("scale", 1, "multiply every measurement's duration by `X` (0.3..3)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// labVMOptions are lab vm's flags.
+type labVMOptions struct {
+	out      labOut
+	kernel   string
+	modules  string
+	initrd   string
+	timeout  time.Duration
+	console  bool
+	quiet    bool
+	variants listFlag
+	scale    float64
+}
+
+func newLabVMCmd(env *Env) *cobra.Command {
+	var o labVMOptions
+	cmd := &cobra.Command{
+		Use:   "vm NAME",
+		Short: "the same inside a stock Debian kernel under qemu (every qdisc exists there)",
+		Args:  exactArgs(1, "scenario NAME (see 'lowlat lab list')"),
+		RunE:  runWith(env, &o, runLabVM),
 	}
-	if err := positional(fs, pos, 1, 1, "scenario NAME (see 'lowlat lab list')"); err != nil {
+	f := cmd.Flags()
+	o.out.register(f)
+	f.StringVar(&o.kernel, "kernel", "", "boot your own kernel `BZIMAGE` instead of a stock Debian one (linux-image-6.1.0-*-amd64, fetched with apt once)")
+	f.StringVar(&o.modules, "modules", "", "with --kernel: its /lib/modules/<release> `DIR` (without it, every qdisc must be built in)")
+	f.StringVar(&o.initrd, "initrd", "", "an extra initramfs `FILE` unpacked first (firmware, your kernel's modules)")
+	f.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound the whole run: kernel fetch, boot and scenario")
+	f.BoolVar(&o.console, "console", false, "stream the guest's whole console (kernel messages included) to stderr")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	f.Var(&o.variants, "variant", "run only this `variant` (repeatable; the baseline always runs)")
+	f.Float64Var(&o.scale, "scale", 1, "multiply every measurement's duration by `X` (0.3..3)")
+	return cmd
+}
+
+func runLabVM(ctx context.Context, env *Env, o *labVMOptions, args []string) error {
+	if err := checkScenario("lab vm", args[0], o.variants); err != nil {
 		return err
 	}
-	if err := checkScenario("lab vm", pos[0], variants); err != nil {
-		return err
-	}
-	if *modules != "" && *kernel == "" {
+	if o.modules != "" && o.kernel == "" {
 		return &ExitError{Code: 2, Err: errors.New("lab vm: --modules goes with --kernel")}
 	}
-	if *scale < 0.3 || *scale > 3 {
-		return &ExitError{Code: 2, Err: fmt.Errorf("lab vm: --scale %g: want 0.3..3", *scale)}
+	if o.scale < 0.3 || o.scale > 3 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("lab vm: --scale %g: want 0.3..3", o.scale)}
 	}
-	if *timeout < time.Minute {
-		return &ExitError{Code: 2, Err: fmt.Errorf("lab vm: --timeout %s: want at least 1m", *timeout)}
+	if o.timeout < time.Minute {
+		return &ExitError{Code: 2, Err: fmt.Errorf("lab vm: --timeout %s: want at least 1m", o.timeout)}
 	}
 	var cons, logw io.Writer = io.Discard, io.Discard
-	if !*quiet {
+	if !o.quiet {
 		logw = env.Stderr
 		cons = &labLines{w: env.Stderr}
 	}
-	if *console {
+	if o.console {
 		cons = env.Stderr
 	}
-	res, _, err := lab.RunInVM(ctx, pos[0], lab.VMOptions{
-		Kernel: *kernel, Modules: *modules, Initrd: *initrd,
-		Variants: variants, Scale: *scale, Timeout: *timeout,
+	res, _, err := lab.RunInVM(ctx, args[0], lab.VMOptions{
+		Kernel: o.kernel, Modules: o.modules, Initrd: o.initrd,
+		Variants: o.variants, Scale: o.scale, Timeout: o.timeout,
 		Console: cons, Log: logw,
 	})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return &ExitError{Code: 130, Err: fmt.Errorf("lab vm %s: %w; qemu was stopped", pos[0], lab.ErrInterrupted)}
+		return &ExitError{Code: 130, Err: fmt.Errorf("lab vm %s: %w; qemu was stopped", args[0], lab.ErrInterrupted)}
 	case errors.Is(err, vm.ErrQEMUNotFound):
 		return &ExitError{Code: 1, Err: err}
 	case err != nil:
 		return err
 	}
-	return emitLab(env, o, res)
+	return emitLab(env, &o.out, res)
 }
 
 // labLines passes the guest's "lab: …" progress lines through, prefixed,

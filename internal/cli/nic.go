@@ -13,6 +13,7 @@ import (
 type cpuListFlag struct{ cpus []int }
 
 func (c *cpuListFlag) String() string { return host.FormatCPUList(c.cpus) }
+func (c *cpuListFlag) Type() string   { return "cpulist" }
 
 func (c *cpuListFlag) Set(v string) error {
 	l, err := host.ParseCPUList(v)
@@ -26,8 +27,6 @@ func (c *cpuListFlag) Set(v string) error {
 	return nil
 }
 
-// applyWritable applies changes as one transaction and returns, besides the
-// result, the knobs the host refused outright and the engine left out.
 // notWritableNotes says which knobs were left out.
 func notWritableNotes(dropped []txn.Item) []string {
 	var out []string

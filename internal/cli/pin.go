@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
@@ -19,10 +21,6 @@ import (
 	"github.com/lowlat/lowlat/internal/txn"
 	"github.com/lowlat/lowlat/internal/version"
 )
-
-func init() {
-	register(&command{name: "pin", summary: "pin a systemd service to the application CPUs of the IRQ plan (CPUAffinity=, NUMAPolicy=; journaled)", order: 45, run: runPin})
-}
 
 // PinDropin is the drop-in file name lowlat pin writes.
 const PinDropin = "50-lowlat-cpus.conf"
@@ -75,29 +73,44 @@ func pinDropin(s pinSpec) string {
 	return b.String()
 }
 
-func runPin(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "pin", "pin --service NAME [--cpus LIST | --profile NAME [--iface IF] [--reserve-cpus LIST]] [--numa auto|bind|preferred|off] [--dry-run] [--yes] [--json]")
-	service := fs.String("service", "", "the systemd `unit` to pin (NAME or NAME.service)")
-	var cpus cpuListFlag
-	fs.Var(&cpus, "cpus", "pin to these CPUs (`LIST`) instead of the plan's application CPUs")
-	numa := fs.String("numa", "auto", "NUMA memory policy: auto (bind when all CPUs are on one node of a multi-node host), bind, preferred, off")
-	var pf planFlags
-	addPlanFlags(fs, &pf)
-	var src factsSource
-	src.register(fs)
-	dry := fs.Bool("dry-run", false, "show the drop-in and change nothing")
-	yes := fs.Bool("yes", false, "do not ask")
-	asJSON := fs.Bool("json", false, "print JSON")
-	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
-	unitRoot := fs.String("unit-root", "/", "write the drop-in below `DIR` instead of / (an image or chroot; no systemd reload)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// pinOptions are pin's flags.
+type pinOptions struct {
+	service  string
+	cpus     cpuListFlag
+	numa     string
+	plan     planFlags
+	src      factsSource
+	dryRun   bool
+	yes      bool
+	json     bool
+	journal  string
+	unitRoot string
+}
+
+func newPinCmd(env *Env) *cobra.Command {
+	var o pinOptions
+	cmd := &cobra.Command{
+		Use:   "pin --service NAME",
+		Short: "pin a systemd service to the application CPUs of the IRQ plan (CPUAffinity=, NUMAPolicy=; journaled)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runPin),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
-	unit := strings.TrimSpace(*service)
+	f := cmd.Flags()
+	f.StringVar(&o.service, "service", "", "the systemd `unit` to pin (NAME or NAME.service)")
+	f.Var(&o.cpus, "cpus", "pin to these CPUs (`LIST`) instead of the plan's application CPUs")
+	f.StringVar(&o.numa, "numa", "auto", "NUMA memory policy: auto (bind when all CPUs are on one node of a multi-node host), bind, preferred, off")
+	o.plan.register(f)
+	o.src.register(f)
+	f.BoolVar(&o.dryRun, "dry-run", false, "show the drop-in and change nothing")
+	f.BoolVar(&o.yes, "yes", false, "do not ask")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	f.StringVar(&o.unitRoot, "unit-root", "/", "write the drop-in below `DIR` instead of / (an image or chroot; no systemd reload)")
+	return cmd
+}
+
+func runPin(ctx context.Context, env *Env, o *pinOptions, args []string) error {
+	unit := strings.TrimSpace(o.service)
 	if unit == "" {
 		return &ExitError{Code: 2, Err: errors.New("pin: --service is required")}
 	}
@@ -106,31 +119,31 @@ func runPin(ctx context.Context, env *Env, args []string) error {
 	}
 	dropinID := knob.DropinID(unit, PinDropin)
 	if _, err := knob.New(knob.Live, dropinID); err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("pin: bad --service %q: %w", *service, err)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("pin: bad --service %q: %w", o.service, err)}
 	}
-	switch *numa {
+	switch o.numa {
 	case "auto", "bind", "preferred", "off":
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("pin: --numa %q: want auto, bind, preferred or off", *numa)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("pin: --numa %q: want auto, bind, preferred or off", o.numa)}
 	}
-	if !src.live() && !*dry {
+	if !o.src.live() && !o.dryRun {
 		return &ExitError{Code: 2, Err: errors.New("pin: --from/--root plan for another host: add --dry-run")}
 	}
-	if !*dry {
+	if !o.dryRun {
 		if err := requireRoot("pin"); err != nil {
 			return err
 		}
 	}
-	f, err := src.load(ctx)
+	f, err := o.src.load(ctx)
 	if err != nil {
 		return err
 	}
-	spec, err := pinPlan(f, &pf, cpus.cpus, *numa)
+	spec, err := pinPlan(f, &o.plan, o.cpus.cpus, o.numa)
 	if err != nil {
 		return err
 	}
 	spec.Service = unit
-	if src.live() {
+	if o.src.live() {
 		if v, err := knob.ServicesOf(knob.Live).Version(); err == nil {
 			spec.Systemd = v
 		}
@@ -138,18 +151,18 @@ func runPin(ctx context.Context, env *Env, args []string) error {
 	content := pinDropin(spec)
 	change := txn.Change{Knob: dropinID, Value: knob.FileContent(content, 0o644)}
 	path := knob.DropinPath(unit, PinDropin)
-	if *unitRoot != "" && *unitRoot != "/" {
-		path = filepath.Join(*unitRoot, path)
+	if o.unitRoot != "" && o.unitRoot != "/" {
+		path = filepath.Join(o.unitRoot, path)
 		change.Knob = "file" + path
 	}
-	if *dry {
-		if *asJSON {
+	if o.dryRun {
+		if o.json {
 			return report.JSON(env.Stdout, map[string]any{"dry_run": true, "pin": spec, "path": path, "dropin": content})
 		}
 		fmt.Fprintf(env.Stdout, "Would write %s:\n\n%s\nDry run: nothing was changed.\n", path, content)
 		return nil
 	}
-	if !*yes {
+	if !o.yes {
 		if !env.TTY {
 			return &ExitError{Code: 2, Err: fmt.Errorf("pin: would write %s; pass --yes (nothing was changed)", path)}
 		}
@@ -161,12 +174,12 @@ func runPin(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	meta := journal.Meta{Profile: "pin " + unit, Host: f.Hostname, Tool: version.String(), Args: os.Args}
-	res, err := engine(env, *jpath).Apply(ctx, []txn.Change{change}, meta)
+	res, err := engine(env, o.journal).Apply(ctx, []txn.Change{change}, meta)
 	if err != nil {
 		return fmt.Errorf("pin: %w", err)
 	}
 	restart := "systemctl restart " + unit
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "pin": spec, "path": path, "dropin": content, "changed": res.Changed, "next": restart})
 	}
 	if !knob.SystemdRuns(knob.Live) {

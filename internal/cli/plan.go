@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/profile"
 	"github.com/lowlat/lowlat/internal/report"
 )
 
-func init() {
-	register(&command{name: "plan", summary: "show what a profile would change on this host (or a capture), and why", order: 30, run: runPlan})
-}
-
-// planFlags are shared by plan and apply.
+// planFlags are shared by plan, apply, pin and doctor.
 type planFlags struct {
 	profile string
 	ifaces  listFlag
@@ -24,10 +23,10 @@ type planFlags struct {
 	reserve cpuListFlag
 }
 
-func addPlanFlags(fs flagSetLike, pf *planFlags) {
+func (pf *planFlags) register(fs *pflag.FlagSet) {
 	pf.sets = setFlag{}
 	fs.StringVar(&pf.profile, "profile", "", "built-in profile `NAME` or a profile file")
-	fs.Var(&pf.ifaces, "iface", "interface(s) for qdisc and route settings (default: those with a default route)")
+	fs.Var(&pf.ifaces, "iface", "`interface`(s) for qdisc and route settings (default: those with a default route)")
 	fs.Var(pf.sets, "set", "set a parameter or override a setting: `key=value` (repeatable), e.g. rate=2mbit")
 	fs.Var(&pf.skips, "skip", "leave a setting of the profile out: `key` (repeatable), e.g. sysfs.kernel/mm/transparent_hugepage/enabled")
 	fs.Var(&pf.reserve, "reserve-cpus", "keep these CPUs (`LIST`, e.g. 12-17) for the application: no interrupt goes to them or their SMT siblings")
@@ -52,29 +51,38 @@ func makePlan(f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Re
 	return pl, r, nil
 }
 
-func runPlan(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "plan", "plan --profile NAME [--iface IF]... [--set key=value]... [--from FILE | --root DIR] [--json]")
-	var pf planFlags
-	addPlanFlags(fs, &pf)
-	var src factsSource
-	src.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// planOptions are plan's flags.
+type planOptions struct {
+	plan planFlags
+	src  factsSource
+	json bool
+}
+
+func newPlanCmd(env *Env) *cobra.Command {
+	var o planOptions
+	cmd := &cobra.Command{
+		Use:   "plan --profile NAME",
+		Short: "show what a profile would change on this host (or a capture), and why",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runPlan),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
+	f := cmd.Flags()
+	o.plan.register(f)
+	o.src.register(f)
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runPlan(ctx context.Context, env *Env, o *planOptions, args []string) error {
+	f, err := o.src.load(ctx)
+	if err != nil {
 		return err
 	}
-	f, err := src.load(ctx)
+	pl, _, err := makePlan(f, &o.plan, "plan")
 	if err != nil {
 		return err
 	}
-	pl, _, err := makePlan(f, &pf, "plan")
-	if err != nil {
-		return err
-	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, pl)
 	}
 	return renderPlan(env.Stdout, pl, env.TTY)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/lowlat/lowlat/internal/atomicfile"
@@ -19,62 +20,29 @@ import (
 	"github.com/lowlat/lowlat/internal/report"
 )
 
-func init() {
-	register(&command{name: "probe", summary: "measure latency against a lowlat reflector (udp, tcp, crr, load, compare)", order: 60, run: runProbe})
-}
-
-const probeUsage = `Usage: lowlat probe <kind> [flags] HOST:PORT
-
-Kinds:
-  udp      isochronous UDP probe: RTT, jitter, IPDV, PDV, loss up/down, duplicates, reordering
-  tcp      request/response over N persistent connections at a constant rate (HDR percentiles)
-  crr      connect + request + response + close per transaction (netperf TCP_CRR)
-  load     latency under load: idle RTT, then RTT while TCP flows saturate the path
-  compare  BEFORE.json AFTER.json: every metric side by side with the change
-
-The other end runs 'lowlat reflector'. Run 'lowlat probe <kind> --help' for flags.
-`
-
-func runProbe(ctx context.Context, env *Env, args []string) error {
-	return dispatch(ctx, env, "probe", probeUsage, "kind", []sub{
-		{"udp", probeUDP}, {"tcp", probeTCP}, {"crr", probeCRR}, {"load", probeLoad}, {"compare", probeCompare},
-	}, args)
+func newProbeCmd(env *Env) *cobra.Command {
+	return newGroupCmd("probe <kind>",
+		"measure latency against a lowlat reflector (udp, tcp, crr, load, compare)",
+		"Measure latency against a lowlat reflector: the other end runs 'lowlat reflector'.",
+		"kind",
+		newProbeUDPCmd(env), newProbeTCPCmd(env), newProbeCRRCmd(env), newProbeLoadCmd(env), newProbeCompareCmd(env))
 }
 
 // outFlags are the flags every measuring probe shares.
 type outFlags struct {
-	json    *bool
-	out     *string
-	key     *string
-	keyFile *string
-	force   *bool
+	json    bool
+	out     string
+	key     string
+	keyFile string
+	force   bool
 }
 
-func addOutFlags(fs *flag.FlagSet) *outFlags {
-	return &outFlags{
-		json:    fs.Bool("json", false, "print the result as JSON"),
-		out:     fs.String("o", "", "also write the JSON result to `FILE` (written whole or not at all)"),
-		key:     fs.String("key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)"),
-		keyFile: fs.String("key-file", "", "read the shared HMAC key from `FILE`"),
-		force:   fs.Bool("force", false, "allow runs longer than 24h"),
-	}
-}
-
-// target parses a measuring probe's command line: its flags and one
-// HOST:PORT, and the shared key from wherever it was given.
-func (of *outFlags) target(env *Env, fs *flag.FlagSet, args []string) (string, []byte, error) {
-	pos, err := parse(fs, args)
-	if err != nil {
-		return "", nil, helpOK(err)
-	}
-	if err := positional(fs, pos, 1, 1, "HOST:PORT"); err != nil {
-		return "", nil, err
-	}
-	key, err := readKey(env, *of.key, *of.keyFile)
-	if err != nil {
-		return "", nil, err
-	}
-	return pos[0], key, nil
+func (of *outFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&of.json, "json", false, "print the result as JSON")
+	fs.StringVarP(&of.out, "output", "o", "", "also write the JSON result to `FILE` (written whole or not at all)")
+	fs.StringVar(&of.key, "key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)")
+	fs.StringVar(&of.keyFile, "key-file", "", "read the shared HMAC key from `FILE`")
+	fs.BoolVar(&of.force, "force", false, "allow runs longer than 24h")
 }
 
 // readKey resolves the shared key: --key, then --key-file, then $LOWLAT_KEY.
@@ -118,12 +86,12 @@ func probeErr(kind string, err error) error {
 // emit writes a finished result: JSON to -o FILE (atomically) and to stdout
 // with --json, else the human summary.
 func emit(env *Env, of *outFlags, v any, human func(io.Writer) error) error {
-	if *of.out != "" {
-		if err := writeFileAtomic(*of.out, v); err != nil {
+	if of.out != "" {
+		if err := writeFileAtomic(of.out, v); err != nil {
 			return err
 		}
 	}
-	if *of.json {
+	if of.json {
 		return report.JSON(env.Stdout, v)
 	}
 	return human(env.Stdout)
@@ -196,33 +164,54 @@ func stderrTTY(env *Env) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func probeUDP(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe udp", "probe udp HOST:PORT [--interval 10ms] [--duration 10s] [--size 64] [--dscp EF] [--json] [-o FILE]")
-	interval := fs.Duration("interval", 10*time.Millisecond, "time between probes (the reflector's --min-interval is the floor)")
-	duration := fs.Duration("duration", 10*time.Second, "how long to send probes")
-	size := fs.Int("size", 64, "UDP payload bytes (48..65507; 80 minimum with a key)")
-	dscp := fs.String("dscp", "0", "DSCP for the probes: EF, CS0..CS7, AF11..AF43 or 0..63")
-	wait := fs.Duration("wait", 0, "wait for late replies after the last probe (0: 3 × max RTT, 200ms..3s)")
-	of := addOutFlags(fs)
-	target, key, err := of.target(env, fs, args)
+// probeUDPOptions are probe udp's flags.
+type probeUDPOptions struct {
+	interval time.Duration
+	duration time.Duration
+	size     int
+	dscp     string
+	wait     time.Duration
+	out      outFlags
+}
+
+func newProbeUDPCmd(env *Env) *cobra.Command {
+	var o probeUDPOptions
+	cmd := &cobra.Command{
+		Use:   "udp HOST:PORT",
+		Short: "isochronous UDP probe: RTT, jitter, IPDV, PDV, loss up/down, duplicates, reordering",
+		Args:  exactArgs(1, "HOST:PORT"),
+		RunE:  runWith(env, &o, runProbeUDP),
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.interval, "interval", 10*time.Millisecond, "time between probes (the reflector's --min-interval is the floor)")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send probes")
+	f.IntVar(&o.size, "size", 64, "UDP payload bytes (48..65507; 80 minimum with a key)")
+	f.StringVar(&o.dscp, "dscp", "0", "DSCP for the probes: EF, CS0..CS7, AF11..AF43 or 0..63")
+	f.DurationVar(&o.wait, "wait", 0, "wait for late replies after the last probe (0: 3 × max RTT, 200ms..3s)")
+	o.out.register(f)
+	return cmd
+}
+
+func runProbeUDP(ctx context.Context, env *Env, o *probeUDPOptions, args []string) error {
+	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
 		return err
 	}
-	d, err := parseDSCP("udp", *dscp)
+	d, err := parseDSCP("udp", o.dscp)
 	if err != nil {
 		return err
 	}
-	if *interval <= 0 {
-		return usageErr("udp", fmt.Errorf("interval %s: must be at least %s", *interval, probe.MinInterval))
+	if o.interval <= 0 {
+		return usageErr("udp", fmt.Errorf("interval %s: must be at least %s", o.interval, probe.MinInterval))
 	}
-	cfg := probe.UDPConfig{Target: target, Interval: probe.Duration(*interval), Duration: probe.Duration(*duration), Size: *size, DSCP: d, Wait: probe.Duration(*wait), Key: key, Force: *of.force}
-	stop := progress(env, "probe udp", *duration)
+	cfg := probe.UDPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Key: key, Force: o.out.force}
+	stop := progress(env, "probe udp", o.duration)
 	res, err := probe.UDP(ctx, cfg)
 	stop()
 	if err != nil {
 		return probeErr("udp", err)
 	}
-	return emit(env, of, res, func(w io.Writer) error { return humanUDP(w, env, res) })
+	return emit(env, &o.out, res, func(w io.Writer) error { return humanUDP(w, env, res) })
 }
 
 func pctRow(t *report.Table, name string, p probe.Percentiles) {
@@ -281,42 +270,66 @@ func orUnknown(s string) string {
 	return s
 }
 
-func probeTCP(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe tcp", "probe tcp HOST:PORT [--connections 1] [--rate 10/s] [--size 64] [--pattern rr|write-write-read] [--nodelay=false] [--duration 10s]")
-	conns := fs.Int("connections", 1, "persistent connections")
-	rate := fs.String("rate", "", "requests per second over all connections (default 10 per connection)")
-	size := fs.Int("size", 64, "request and response bytes (1..65507)")
-	pattern := fs.String("pattern", probe.PatternRR, "rr, or write-write-read (the request in two writes, then read)")
-	nodelay := fs.Bool("nodelay", true, "set TCP_NODELAY on the client's sockets")
-	serverNodelay := fs.Bool("server-nodelay", true, "ask the reflector to set TCP_NODELAY on its side")
-	duration := fs.Duration("duration", 10*time.Second, "how long to send requests")
-	timeout := fs.Duration("timeout", 5*time.Second, "give up on one request or connection setup after this long")
-	of := addOutFlags(fs)
-	target, key, err := of.target(env, fs, args)
+// probeTCPOptions are probe tcp's flags.
+type probeTCPOptions struct {
+	conns         int
+	rate          string
+	size          int
+	pattern       string
+	nodelay       bool
+	serverNodelay bool
+	duration      time.Duration
+	timeout       time.Duration
+	out           outFlags
+}
+
+func newProbeTCPCmd(env *Env) *cobra.Command {
+	var o probeTCPOptions
+	cmd := &cobra.Command{
+		Use:   "tcp HOST:PORT",
+		Short: "request/response over N persistent connections at a constant rate (HDR percentiles)",
+		Args:  exactArgs(1, "HOST:PORT"),
+		RunE:  runWith(env, &o, runProbeTCP),
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.conns, "connections", 1, "persistent connections")
+	f.StringVar(&o.rate, "rate", "", "requests per second over all connections (default 10 per connection)")
+	f.IntVar(&o.size, "size", 64, "request and response bytes (1..65507)")
+	f.StringVar(&o.pattern, "pattern", probe.PatternRR, "rr, or write-write-read (the request in two writes, then read)")
+	f.BoolVar(&o.nodelay, "nodelay", true, "set TCP_NODELAY on the client's sockets (--nodelay=false: Nagle)")
+	f.BoolVar(&o.serverNodelay, "server-nodelay", true, "ask the reflector to set TCP_NODELAY on its side")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send requests")
+	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "give up on one request or connection setup after this long")
+	o.out.register(f)
+	return cmd
+}
+
+func runProbeTCP(ctx context.Context, env *Env, o *probeTCPOptions, args []string) error {
+	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
 		return err
 	}
 	var r float64
-	if *rate != "" {
-		if r, err = parseRate(*rate); err != nil {
+	if o.rate != "" {
+		if r, err = parseRate(o.rate); err != nil {
 			return usageErr("tcp", err)
 		}
 		if r == 0 {
 			return usageErr("tcp", errors.New("rate 0: must be above 0"))
 		}
 	}
-	if *conns <= 0 {
-		return usageErr("tcp", fmt.Errorf("connections %d: must be 1..%d", *conns, probe.MaxConnections))
+	if o.conns <= 0 {
+		return usageErr("tcp", fmt.Errorf("connections %d: must be 1..%d", o.conns, probe.MaxConnections))
 	}
-	cfg := probe.TCPConfig{Target: target, Connections: *conns, Rate: r, Size: *size, Pattern: *pattern, Nagle: !*nodelay, ServerNagle: !*serverNodelay,
-		Duration: probe.Duration(*duration), Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
-	stop := progress(env, "probe tcp", *duration)
+	cfg := probe.TCPConfig{Target: args[0], Connections: o.conns, Rate: r, Size: o.size, Pattern: o.pattern, Nagle: !o.nodelay, ServerNagle: !o.serverNodelay,
+		Duration: probe.Duration(o.duration), Timeout: probe.Duration(o.timeout), Key: key, Force: o.out.force}
+	stop := progress(env, "probe tcp", o.duration)
 	res, err := probe.TCP(ctx, cfg)
 	stop()
 	if err != nil {
 		return probeErr("tcp", err)
 	}
-	return emit(env, of, res, func(w io.Writer) error {
+	return emit(env, &o.out, res, func(w io.Writer) error {
 		fmt.Fprintf(w, "tcp probe %s: %d connections, %d requests at %.0f/s, %s, %d B, nodelay=%v, %d errors, %s timestamps\n\n",
 			res.Target, res.Connections, res.Requests, res.Config.Rate, res.Config.Pattern, res.Config.Size, res.Config.NoDelay, res.Errors, res.Timestamps)
 		t := pctTable()
@@ -334,39 +347,63 @@ func probeTCP(ctx context.Context, env *Env, args []string) error {
 	})
 }
 
-func probeCRR(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe crr", "probe crr HOST:PORT [--request 1000] [--response 300000] [--fastopen] [--parallel 1] [--rate R] [--duration 10s]")
-	reqB := fs.Int("request", 1000, "request bytes on the wire per transaction (40-byte hello included)")
-	respB := fs.Int("response", 300000, "response bytes on the wire per transaction (16-byte status included)")
-	fastopen := fs.Bool("fastopen", false, "send the request in the SYN (TCP_FASTOPEN_CONNECT); the reflector host needs net.ipv4.tcp_fastopen & 2")
-	rate := fs.String("rate", "0", "transactions per second over all loops (0: back to back)")
-	parallel := fs.Int("parallel", 1, fmt.Sprintf("transaction loops running at once (1..%d)", probe.MaxParallel))
-	duration := fs.Duration("duration", 10*time.Second, "how long to run transactions")
-	count := fs.Int("count", 0, "stop after this many transactions (0: run for --duration)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on one transaction after this long")
-	of := addOutFlags(fs)
-	target, key, err := of.target(env, fs, args)
+// probeCRROptions are probe crr's flags.
+type probeCRROptions struct {
+	request  int
+	response int
+	fastopen bool
+	rate     string
+	parallel int
+	duration time.Duration
+	count    int
+	timeout  time.Duration
+	out      outFlags
+}
+
+func newProbeCRRCmd(env *Env) *cobra.Command {
+	var o probeCRROptions
+	cmd := &cobra.Command{
+		Use:   "crr HOST:PORT",
+		Short: "connect + request + response + close per transaction (netperf TCP_CRR)",
+		Args:  exactArgs(1, "HOST:PORT"),
+		RunE:  runWith(env, &o, runProbeCRR),
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.request, "request", 1000, "request bytes on the wire per transaction (40-byte hello included)")
+	f.IntVar(&o.response, "response", 300000, "response bytes on the wire per transaction (16-byte status included)")
+	f.BoolVar(&o.fastopen, "fastopen", false, "send the request in the SYN (TCP_FASTOPEN_CONNECT); the reflector host needs net.ipv4.tcp_fastopen & 2")
+	f.StringVar(&o.rate, "rate", "0", "transactions per second over all loops (0: back to back)")
+	f.IntVar(&o.parallel, "parallel", 1, fmt.Sprintf("transaction loops running at once (1..%d)", probe.MaxParallel))
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run transactions")
+	f.IntVar(&o.count, "count", 0, "stop after this many transactions (0: run for --duration)")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on one transaction after this long")
+	o.out.register(f)
+	return cmd
+}
+
+func runProbeCRR(ctx context.Context, env *Env, o *probeCRROptions, args []string) error {
+	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
 		return err
 	}
-	r, err := parseRate(*rate)
+	r, err := parseRate(o.rate)
 	if err != nil {
 		return usageErr("crr", err)
 	}
-	if *reqB <= 0 || *respB <= 0 {
-		return usageErr("crr", fmt.Errorf("request %d / response %d: must be positive", *reqB, *respB))
+	if o.request <= 0 || o.response <= 0 {
+		return usageErr("crr", fmt.Errorf("request %d / response %d: must be positive", o.request, o.response))
 	}
-	if *parallel <= 0 {
-		return usageErr("crr", fmt.Errorf("parallel %d: must be 1..%d", *parallel, probe.MaxParallel))
+	if o.parallel <= 0 {
+		return usageErr("crr", fmt.Errorf("parallel %d: must be 1..%d", o.parallel, probe.MaxParallel))
 	}
-	cfg := probe.CRRConfig{Target: target, Request: *reqB, Response: *respB, FastOpen: *fastopen, Rate: r, Parallel: *parallel, Duration: probe.Duration(*duration), Count: *count, Timeout: probe.Duration(*timeout), Key: key, Force: *of.force}
-	stop := progress(env, "probe crr", *duration)
+	cfg := probe.CRRConfig{Target: args[0], Request: o.request, Response: o.response, FastOpen: o.fastopen, Rate: r, Parallel: o.parallel, Duration: probe.Duration(o.duration), Count: o.count, Timeout: probe.Duration(o.timeout), Key: key, Force: o.out.force}
+	stop := progress(env, "probe crr", o.duration)
 	res, err := probe.CRR(ctx, cfg)
 	stop()
 	if err != nil {
 		return probeErr("crr", err)
 	}
-	return emit(env, of, res, func(w io.Writer) error {
+	return emit(env, &o.out, res, func(w io.Writer) error {
 		fmt.Fprintf(w, "crr probe %s: %d transactions (%.2f/s, %d at once), %d B request, %d B response, %d errors", res.Target, res.Transactions, res.TransactionsPerSec, res.Config.Parallel, res.Config.Request, res.Config.Response, res.Errors)
 		if res.Config.FastOpen {
 			fmt.Fprintf(w, ", fast open used on %d", res.FastOpenUsed)
@@ -380,43 +417,69 @@ func probeCRR(ctx context.Context, env *Env, args []string) error {
 	})
 }
 
-func probeLoad(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe load", "probe load HOST:PORT [--upload|--download|--both] [--flows 4] [--duration 20s] [--idle 5s] [--dscp EF]")
-	up := fs.Bool("upload", false, "load with flows from here to the reflector")
-	down := fs.Bool("download", false, "load with flows from the reflector to here")
-	both := fs.Bool("both", false, "load both directions (the default)")
-	flows := fs.Int("flows", 4, "TCP flows per direction (1..256)")
-	duration := fs.Duration("duration", 20*time.Second, "loaded phase")
-	idle := fs.Duration("idle", 5*time.Second, "idle phase before the load")
-	interval := fs.Duration("interval", 20*time.Millisecond, "UDP probe interval")
-	size := fs.Int("size", 64, "UDP probe payload bytes")
-	dscp := fs.String("dscp", "0", "DSCP for the UDP probes (the load flows stay unmarked): EF, CS0..CS7, AF11..AF43 or 0..63")
-	of := addOutFlags(fs)
-	target, key, err := of.target(env, fs, args)
+// probeLoadOptions are probe load's flags.
+type probeLoadOptions struct {
+	upload   bool
+	download bool
+	both     bool
+	flows    int
+	duration time.Duration
+	idle     time.Duration
+	interval time.Duration
+	size     int
+	dscp     string
+	out      outFlags
+}
+
+func newProbeLoadCmd(env *Env) *cobra.Command {
+	var o probeLoadOptions
+	cmd := &cobra.Command{
+		Use:   "load HOST:PORT",
+		Short: "latency under load: idle RTT, then RTT while TCP flows saturate the path",
+		Args:  exactArgs(1, "HOST:PORT"),
+		RunE:  runWith(env, &o, runProbeLoad),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.upload, "upload", false, "load with flows from here to the reflector")
+	f.BoolVar(&o.download, "download", false, "load with flows from the reflector to here")
+	f.BoolVar(&o.both, "both", false, "load both directions (the default)")
+	f.IntVar(&o.flows, "flows", 4, "TCP flows per direction (1..256)")
+	f.DurationVar(&o.duration, "duration", 20*time.Second, "loaded phase")
+	f.DurationVar(&o.idle, "idle", 5*time.Second, "idle phase before the load")
+	f.DurationVar(&o.interval, "interval", 20*time.Millisecond, "UDP probe interval")
+	f.IntVar(&o.size, "size", 64, "UDP probe payload bytes")
+	f.StringVar(&o.dscp, "dscp", "0", "DSCP for the UDP probes (the load flows stay unmarked): EF, CS0..CS7, AF11..AF43 or 0..63")
+	o.out.register(f)
+	return cmd
+}
+
+func runProbeLoad(ctx context.Context, env *Env, o *probeLoadOptions, args []string) error {
+	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
 		return err
 	}
-	d, err := parseDSCP("load", *dscp)
+	d, err := parseDSCP("load", o.dscp)
 	if err != nil {
 		return err
 	}
-	if *both {
-		*up, *down = true, true
+	up, down := o.upload, o.download
+	if o.both {
+		up, down = true, true
 	}
-	if *flows <= 0 {
-		return usageErr("load", fmt.Errorf("flows %d: must be 1..256", *flows))
+	if o.flows <= 0 {
+		return usageErr("load", fmt.Errorf("flows %d: must be 1..256", o.flows))
 	}
-	if *interval <= 0 || *duration <= 0 || *idle <= 0 {
+	if o.interval <= 0 || o.duration <= 0 || o.idle <= 0 {
 		return usageErr("load", errors.New("interval, duration and idle must be positive"))
 	}
-	cfg := probe.LoadConfig{Target: target, Upload: *up, Download: *down, Flows: *flows, Duration: probe.Duration(*duration), Idle: probe.Duration(*idle), Interval: probe.Duration(*interval), Size: *size, DSCP: d, Key: key, Force: *of.force}
-	stop := progress(env, "probe load", *idle+*duration+time.Second)
+	cfg := probe.LoadConfig{Target: args[0], Upload: up, Download: down, Flows: o.flows, Duration: probe.Duration(o.duration), Idle: probe.Duration(o.idle), Interval: probe.Duration(o.interval), Size: o.size, DSCP: d, Key: key, Force: o.out.force}
+	stop := progress(env, "probe load", o.idle+o.duration+time.Second)
 	res, err := probe.Load(ctx, cfg)
 	stop()
 	if err != nil {
 		return probeErr("load", err)
 	}
-	return emit(env, of, res, func(w io.Writer) error {
+	return emit(env, &o.out, res, func(w io.Writer) error {
 		fmt.Fprintf(w, "latency under load %s: %d flows, upload=%v download=%v\n\n", res.Target, res.Config.Flows, res.Config.Upload, res.Config.Download)
 		t := pctTable()
 		pctRow(t, "idle rtt", res.IdleRTT)
@@ -441,21 +504,27 @@ func probeLoad(ctx context.Context, env *Env, args []string) error {
 	})
 }
 
-func probeCompare(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "probe compare", "probe compare BEFORE.json AFTER.json [--json]")
-	asJSON := fs.Bool("json", false, "print the comparison as JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// probeCompareOptions are probe compare's flags.
+type probeCompareOptions struct{ json bool }
+
+func newProbeCompareCmd(env *Env) *cobra.Command {
+	var o probeCompareOptions
+	cmd := &cobra.Command{
+		Use:   "compare BEFORE.json AFTER.json",
+		Short: "every metric of two results side by side with the change",
+		Args:  exactArgs(2, "BEFORE.json AFTER.json"),
+		RunE:  runWith(env, &o, runProbeCompare),
 	}
-	if err := positional(fs, pos, 2, 2, "BEFORE.json AFTER.json"); err != nil {
-		return err
-	}
-	a, err := os.ReadFile(pos[0])
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the comparison as JSON")
+	return cmd
+}
+
+func runProbeCompare(ctx context.Context, env *Env, o *probeCompareOptions, args []string) error {
+	a, err := os.ReadFile(args[0])
 	if err != nil {
 		return fmt.Errorf("probe compare: %w", err)
 	}
-	b, err := os.ReadFile(pos[1])
+	b, err := os.ReadFile(args[1])
 	if err != nil {
 		return fmt.Errorf("probe compare: %w", err)
 	}
@@ -463,7 +532,7 @@ func probeCompare(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("probe compare: %w", err)
 	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, cmp)
 	}
 	fmt.Fprintf(env.Stdout, "%s results: before %s, after %s\n\n", cmp.Type, cmp.Before, cmp.After)

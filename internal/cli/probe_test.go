@@ -232,7 +232,7 @@ func TestReflectorCommandShutsDown(t *testing.T) {
 	env, _, stderr := testEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runReflector(ctx, env, []string{"--listen", "127.0.0.1:0", "--quiet"}) }()
+	go func() { done <- Main(ctx, []string{"reflector", "--listen", "127.0.0.1:0", "--quiet"}, env) }()
 	time.Sleep(200 * time.Millisecond)
 	cancel() // what SIGTERM does through main's signal context
 	select {
@@ -248,7 +248,7 @@ func TestReflectorCommandShutsDown(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--max-clients", "0"}, {"--max-sessions-per-ip", "-1"}, {"--max-conns-per-ip", "-2"}} {
 		env, _, _ = testEnv()
-		if err := runReflector(context.Background(), env, args); exitCode(err) != 2 {
+		if err := Main(context.Background(), append([]string{"reflector"}, args...), env); exitCode(err) != 2 {
 			t.Errorf("%v: %v", args, err)
 		}
 	}

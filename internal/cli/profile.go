@@ -4,20 +4,18 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/profile"
 	"github.com/lowlat/lowlat/internal/report"
 )
 
-func init() {
-	register(&command{name: "profile", summary: "list the built-in profiles or show one (profile list | profile show NAME)", order: 20, run: runProfile})
-}
-
-const profileUsage = "Usage: lowlat profile list [--json]\n       lowlat profile show NAME|FILE [--set key=value]... [--json]\n"
-
-func runProfile(ctx context.Context, env *Env, args []string) error {
-	return dispatch(ctx, env, "profile", profileUsage, "subcommand", []sub{
-		{"list", withoutCtx(profileList)}, {"show", withoutCtx(profileShow)},
-	}, args)
+func newProfileCmd(env *Env) *cobra.Command {
+	return newGroupCmd("profile <subcommand>",
+		"list the built-in profiles or show one (profile list | profile show NAME)",
+		"List the built-in profiles or show one, every setting with its rationale.",
+		"subcommand",
+		newProfileListCmd(env), newProfileShowCmd(env))
 }
 
 type profileInfo struct {
@@ -39,12 +37,22 @@ type settingInfo struct {
 	Source    string   `json:"source"`
 }
 
-func profileList(env *Env, args []string) error {
-	fs := flagSet(env, "profile list", "profile list [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args); err != nil {
-		return helpOK(err)
+// profileListOptions are profile list's flags.
+type profileListOptions struct{ json bool }
+
+func newProfileListCmd(env *Env) *cobra.Command {
+	var o profileListOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "the built-in profiles, their runbooks and parameters",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runProfileList),
 	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runProfileList(ctx context.Context, env *Env, o *profileListOptions, args []string) error {
 	var out []profileInfo
 	for _, n := range profile.BuiltinNames() {
 		p, err := profile.Builtin(n)
@@ -57,7 +65,7 @@ func profileList(env *Env, args []string) error {
 		}
 		out = append(out, info)
 	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, map[string]any{"profiles": out})
 	}
 	t := report.Table{Header: []string{"profile", "runbook", "params", "summary"}}
@@ -77,19 +85,28 @@ func profileList(env *Env, args []string) error {
 	return t.Render(env.Stdout, env.TTY)
 }
 
-func profileShow(env *Env, args []string) error {
-	fs := flagSet(env, "profile show", "profile show NAME|FILE [--set key=value]... [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	sets := setFlag{}
-	fs.Var(sets, "set", "set a parameter or override a setting: `key=value` (repeatable)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// profileShowOptions are profile show's flags.
+type profileShowOptions struct {
+	json bool
+	sets setFlag
+}
+
+func newProfileShowCmd(env *Env) *cobra.Command {
+	o := profileShowOptions{sets: setFlag{}}
+	cmd := &cobra.Command{
+		Use:   "show NAME|FILE",
+		Short: "one profile: its parameters and every setting with its rationale and runbook",
+		Args:  exactArgs(1, "profile name or file"),
+		RunE:  runWith(env, &o, runProfileShow),
 	}
-	if err := positional(fs, pos, 1, 1, "profile name or file"); err != nil {
-		return err
-	}
-	p, err := profile.Load(pos[0])
+	f := cmd.Flags()
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.Var(o.sets, "set", "set a parameter or override a setting: `key=value` (repeatable)")
+	return cmd
+}
+
+func runProfileShow(ctx context.Context, env *Env, o *profileShowOptions, args []string) error {
+	p, err := profile.Load(args[0])
 	if err != nil {
 		return err
 	}
@@ -99,21 +116,21 @@ func profileShow(env *Env, args []string) error {
 	}
 	// Show a profile with required parameters even when they are not given:
 	// templates stay visible then.
-	r, rerr := profile.Resolve(p, sets)
+	r, rerr := profile.Resolve(p, o.sets)
 	if rerr == nil {
 		info.Chain, info.Values = r.Chain, r.Params
 		for _, s := range r.Settings {
 			info.Settings = append(info.Settings, settingInfo{Key: s.Key, Value: s.Value, Fallbacks: s.Fallbacks, Why: s.Why, Source: s.Source})
 		}
 	} else {
-		if len(sets) > 0 {
+		if len(o.sets) > 0 {
 			return rerr
 		}
 		for _, s := range p.Settings {
 			info.Settings = append(info.Settings, settingInfo{Key: s.Key, Value: s.Value, Fallbacks: s.Fallbacks, Why: s.Why, Source: s.Source})
 		}
 	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, info)
 	}
 	fmt.Fprintf(env.Stdout, "%s — %s (runbook %s)\n", report.Paint(info.Name, report.Bold, env.TTY), info.Summary, info.Source)

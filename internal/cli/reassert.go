@@ -4,33 +4,41 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/report"
 )
 
-func init() {
-	register(&command{name: "reassert", summary: "put back applied interrupt affinity, queue, NIC and irqbalance settings that moved (run by lowlat-reassert.timer)", order: 82, run: runReassert})
+// reassertOptions are reassert's flags.
+type reassertOptions struct {
+	journal string
+	json    bool
 }
 
-func runReassert(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "reassert", "reassert [--journal FILE] [--json]")
-	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+func newReassertCmd(env *Env) *cobra.Command {
+	var o reassertOptions
+	cmd := &cobra.Command{
+		Use:   "reassert",
+		Short: "put back applied interrupt affinity, queue, NIC and irqbalance settings that moved (run by lowlat-reassert.timer)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runReassert),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+	f := cmd.Flags()
+	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runReassert(ctx context.Context, env *Env, o *reassertOptions, args []string) error {
 	if err := requireRoot("reassert"); err != nil {
 		return err
 	}
-	res, err := engine(env, *jpath).Reassert(ctx)
+	res, err := engine(env, o.journal).Reassert(ctx)
 	if err != nil {
 		return fmt.Errorf("reassert: %w", err)
 	}
-	if *asJSON {
+	if o.json {
 		if err := report.JSON(env.Stdout, res); err != nil {
 			return err
 		}

@@ -5,71 +5,89 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/probe"
 )
-
-func init() {
-	register(&command{name: "reflector", summary: "answer lowlat probes (UDP and TCP on one port); safe to leave running", order: 61, run: runReflector})
-}
 
 // DefaultPort is where the reflector listens unless told otherwise.
 const DefaultPort = "7431"
 
-func runReflector(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "reflector", "reflector [--listen :"+DefaultPort+"] [--key-file FILE] [--min-interval 10ms] [--max-clients 20000] [--max-sessions-per-ip 16] [--max-conns-per-ip 0]")
-	listen := fs.String("listen", ":"+DefaultPort, "`ADDR` to serve UDP and TCP on (same port number)")
-	key := fs.String("key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)")
-	keyFile := fs.String("key-file", "", "read the shared HMAC key from `FILE`")
-	minInterval := fs.Duration("min-interval", 10*time.Millisecond, "shortest average UDP probe interval a session may use")
-	maxClients := fs.Int("max-clients", 20000, "concurrent UDP sessions plus TCP connections")
-	perIP := fs.Int("max-sessions-per-ip", 16, "concurrent UDP sessions from one source address or IPv6 /64 (0: no cap)")
-	connsPerIP := fs.Int("max-conns-per-ip", 0, "concurrent TCP connections from one source address or IPv6 /64 (0: only --max-clients)")
-	maxSize := fs.Int("max-size", 65507, "largest UDP probe or TCP request/response message, bytes")
-	maxResponse := fs.Int("max-response", 64<<20, "largest CRR response, bytes")
-	maxDuration := fs.Duration("max-duration", 24*time.Hour, "longest test (session or connection)")
-	idle := fs.Duration("idle-timeout", time.Minute, "end sessions and connections silent this long")
-	quiet := fs.Bool("quiet", false, "do not log refusals")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// reflectorOptions are reflector's flags.
+type reflectorOptions struct {
+	listen      string
+	key         string
+	keyFile     string
+	minInterval time.Duration
+	maxClients  int
+	perIP       int
+	connsPerIP  int
+	maxSize     int
+	maxResponse int
+	maxDuration time.Duration
+	idle        time.Duration
+	quiet       bool
+}
+
+func newReflectorCmd(env *Env) *cobra.Command {
+	var o reflectorOptions
+	cmd := &cobra.Command{
+		Use:   "reflector",
+		Short: "answer lowlat probes (UDP and TCP on one port); safe to leave running",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runReflector),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
-	k, err := readKey(env, *key, *keyFile)
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", ":"+DefaultPort, "`ADDR` to serve UDP and TCP on (same port number)")
+	f.StringVar(&o.key, "key", "", "shared HMAC key (visible in ps: prefer $LOWLAT_KEY or --key-file)")
+	f.StringVar(&o.keyFile, "key-file", "", "read the shared HMAC key from `FILE`")
+	f.DurationVar(&o.minInterval, "min-interval", 10*time.Millisecond, "shortest average UDP probe interval a session may use")
+	f.IntVar(&o.maxClients, "max-clients", 20000, "concurrent UDP sessions plus TCP connections")
+	f.IntVar(&o.perIP, "max-sessions-per-ip", 16, "concurrent UDP sessions from one source address or IPv6 /64 (0: no cap)")
+	f.IntVar(&o.connsPerIP, "max-conns-per-ip", 0, "concurrent TCP connections from one source address or IPv6 /64 (0: only --max-clients)")
+	f.IntVar(&o.maxSize, "max-size", 65507, "largest UDP probe or TCP request/response message, bytes")
+	f.IntVar(&o.maxResponse, "max-response", 64<<20, "largest CRR response, bytes")
+	f.DurationVar(&o.maxDuration, "max-duration", 24*time.Hour, "longest test (session or connection)")
+	f.DurationVar(&o.idle, "idle-timeout", time.Minute, "end sessions and connections silent this long")
+	f.BoolVar(&o.quiet, "quiet", false, "do not log refusals")
+	return cmd
+}
+
+func runReflector(ctx context.Context, env *Env, o *reflectorOptions, args []string) error {
+	k, err := readKey(env, o.key, o.keyFile)
 	if err != nil {
 		return err
 	}
 	switch {
-	case *minInterval <= 0:
-		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: min-interval %s: must be positive", *minInterval)}
-	case *maxClients <= 0:
-		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-clients %d: must be positive", *maxClients)}
-	case *maxSize < 80 || *maxSize > 65507:
-		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-size %d: must be 80..65507", *maxSize)}
-	case *maxResponse < 16 || *maxResponse > probe.MaxResponse:
-		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-response %d: must be 16..%d", *maxResponse, probe.MaxResponse)}
-	case *perIP < 0 || *connsPerIP < 0:
+	case o.minInterval <= 0:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: min-interval %s: must be positive", o.minInterval)}
+	case o.maxClients <= 0:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-clients %d: must be positive", o.maxClients)}
+	case o.maxSize < 80 || o.maxSize > 65507:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-size %d: must be 80..65507", o.maxSize)}
+	case o.maxResponse < 16 || o.maxResponse > probe.MaxResponse:
+		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-response %d: must be 16..%d", o.maxResponse, probe.MaxResponse)}
+	case o.perIP < 0 || o.connsPerIP < 0:
 		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-sessions-per-ip and max-conns-per-ip must be 0 (no cap) or positive")}
-	case *maxDuration <= 0 || *idle <= 0:
+	case o.maxDuration <= 0 || o.idle <= 0:
 		return &ExitError{Code: 2, Err: fmt.Errorf("reflector: max-duration and idle-timeout must be positive")}
 	}
-	sessionsPerIP := *perIP
+	sessionsPerIP := o.perIP
 	if sessionsPerIP == 0 {
 		sessionsPerIP = -1 // the library's "no cap"
 	}
-	cfg := probe.ReflectorConfig{Key: k, MinInterval: *minInterval, MaxClients: *maxClients, MaxSessionsPerIP: sessionsPerIP, MaxConnsPerIP: *connsPerIP,
-		MaxSize: *maxSize, MaxResponse: *maxResponse, MaxDuration: *maxDuration, IdleTimeout: *idle}
-	if !*quiet {
+	cfg := probe.ReflectorConfig{Key: k, MinInterval: o.minInterval, MaxClients: o.maxClients, MaxSessionsPerIP: sessionsPerIP, MaxConnsPerIP: o.connsPerIP,
+		MaxSize: o.maxSize, MaxResponse: o.maxResponse, MaxDuration: o.maxDuration, IdleTimeout: o.idle}
+	if !o.quiet {
 		cfg.Logf = func(format string, args ...any) {
 			fmt.Fprintf(env.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
 		}
 	}
-	if err := probe.RaiseFileLimit(*maxClients); err != nil {
+	if err := probe.RaiseFileLimit(o.maxClients); err != nil {
 		fmt.Fprintf(env.Stderr, "reflector: warning: %v\n", err)
 	}
 	r := probe.NewReflector(cfg)
-	if err := r.Listen(ctx, *listen); err != nil {
+	if err := r.Listen(ctx, o.listen); err != nil {
 		return err
 	}
 	auth := "no key: anyone may probe"
@@ -77,7 +95,7 @@ func runReflector(ctx context.Context, env *Env, args []string) error {
 		auth = "HMAC-SHA256 key required"
 	}
 	fmt.Fprintf(env.Stderr, "lowlat reflector listening on %s (udp+tcp), %s, min interval %s, max clients %d, udp sessions per address %s, tcp connections per address %s\n",
-		r.Addr(), auth, *minInterval, *maxClients, capText(*perIP), capText(*connsPerIP))
+		r.Addr(), auth, o.minInterval, o.maxClients, capText(o.perIP), capText(o.connsPerIP))
 	if err := r.Serve(ctx); err != nil {
 		return fmt.Errorf("reflector: %w", err)
 	}

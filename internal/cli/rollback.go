@@ -4,37 +4,46 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/txn"
 )
 
-func init() {
-	register(&command{name: "rollback", summary: "restore what the last apply changed (also recovers an interrupted apply)", order: 50, run: runRollback})
-	register(&command{name: "confirm", summary: "keep a change applied with --confirm (stops its dead-man switch)", order: 45, run: runConfirm})
+// rollbackOptions are rollback's flags.
+type rollbackOptions struct {
+	txn     string
+	all     bool
+	json    bool
+	journal string
 }
 
-func runRollback(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "rollback", "rollback [--txn ID | --all] [--json] [--journal FILE]")
-	id := fs.String("txn", "", "roll back this transaction (must be the newest one in force)")
-	all := fs.Bool("all", false, "roll back every transaction in force, newest first")
-	asJSON := fs.Bool("json", false, "print JSON")
-	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+func newRollbackCmd(env *Env) *cobra.Command {
+	var o rollbackOptions
+	cmd := &cobra.Command{
+		Use:   "rollback",
+		Short: "restore what the last apply changed (also recovers an interrupted apply)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runRollback),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
-	if *id != "" && *all {
+	f := cmd.Flags()
+	f.StringVar(&o.txn, "txn", "", "roll back this transaction (must be the newest one in force)")
+	f.BoolVar(&o.all, "all", false, "roll back every transaction in force, newest first")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	return cmd
+}
+
+func runRollback(ctx context.Context, env *Env, o *rollbackOptions, args []string) error {
+	if o.txn != "" && o.all {
 		return &ExitError{Code: 2, Err: fmt.Errorf("rollback: --txn and --all are alternatives")}
 	}
 	if err := requireRoot("rollback"); err != nil {
 		return err
 	}
-	res, err := engine(env, *jpath).Rollback(ctx, txn.RollbackOptions{Txn: *id, All: *all})
-	if *asJSON && res != nil {
+	res, err := engine(env, o.journal).Rollback(ctx, txn.RollbackOptions{Txn: o.txn, All: o.all})
+	if o.json && res != nil {
 		report.JSON(env.Stdout, map[string]any{"txn": nullable(res.Txn), "changed": res.Changed, "failed": res.Failed, "notes": res.Notes})
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
@@ -54,28 +63,38 @@ func nullable(s string) any {
 	return s
 }
 
-func runConfirm(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "confirm", "confirm [--json] [--journal FILE]")
-	jpath := fs.String("journal", "", "journal `file`")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// confirmOptions are confirm's flags.
+type confirmOptions struct {
+	journal string
+	json    bool
+}
+
+func newConfirmCmd(env *Env) *cobra.Command {
+	var o confirmOptions
+	cmd := &cobra.Command{
+		Use:   "confirm",
+		Short: "keep a change applied with --confirm (stops its dead-man switch)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runConfirm),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+	f := cmd.Flags()
+	f.StringVar(&o.journal, "journal", "", "journal `file`")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runConfirm(ctx context.Context, env *Env, o *confirmOptions, args []string) error {
 	if err := requireRoot("confirm"); err != nil {
 		return err
 	}
-	res, err := engine(env, *jpath).Confirm(ctx)
+	res, err := engine(env, o.journal).Confirm(ctx)
 	if err != nil {
-		if res != nil && len(res.Failed) > 0 && !*asJSON {
+		if res != nil && len(res.Failed) > 0 && !o.json {
 			renderResult(env, "Persisted", res)
 		}
 		return fmt.Errorf("confirm: %w", err)
 	}
-	if *asJSON {
+	if o.json {
 		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "confirmed": true, "changed": res.Changed})
 	}
 	if len(res.Changed) > 0 {

@@ -11,13 +11,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/sockets"
 )
-
-func init() {
-	register(&command{name: "sockets", summary: "audit TCP sockets: owner, TCP_NODELAY and other options, live tcp_info (--require for health checks)", order: 70, run: runSockets})
-}
 
 // Exit codes of 'sockets --require'.
 const (
@@ -45,51 +43,65 @@ type requireFailed struct {
 	Reason string `json:"reason"`
 }
 
-func runSockets(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "sockets", "sockets [--pid P] [--comm NAME] [--port N] [--state S]... [--require OPT]... [--no-options] [--json]")
-	pid := fs.Int("pid", 0, "only sockets of process `P`")
-	comm := fs.String("comm", "", "only sockets of processes named `NAME` (as in /proc/PID/comm)")
-	port := fs.Int("port", 0, "only sockets whose local or remote port is `N`")
-	var states, require listFlag
-	fs.Var(&states, "state", "only sockets in `STATE` (repeatable: "+strings.Join(sockets.States(), ", ")+")")
-	fs.Var(&require, "require", "exit 1 if a matching socket lacks `OPT` ("+strings.Join(sockets.OptionNames(), ", ")+"; !OPT for must-not-have); exit 3 if nothing could be verified")
-	noOpts := fs.Bool("no-options", false, "do not duplicate sockets to read their options (tcp_info only)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// socketsOptions are sockets' flags.
+type socketsOptions struct {
+	pid     int
+	comm    string
+	port    int
+	states  listFlag
+	require listFlag
+	noOpts  bool
+	json    bool
+}
+
+func newSocketsCmd(env *Env) *cobra.Command {
+	var o socketsOptions
+	cmd := &cobra.Command{
+		Use:   "sockets",
+		Short: "audit TCP sockets: owner, TCP_NODELAY and other options, live tcp_info (--require for health checks)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runSockets),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+	f := cmd.Flags()
+	f.IntVar(&o.pid, "pid", 0, "only sockets of process `P`")
+	f.StringVar(&o.comm, "comm", "", "only sockets of processes named `NAME` (as in /proc/PID/comm)")
+	f.IntVar(&o.port, "port", 0, "only sockets whose local or remote port is `N`")
+	f.Var(&o.states, "state", "only sockets in `STATE` (repeatable: "+strings.Join(sockets.States(), ", ")+")")
+	f.Var(&o.require, "require", "exit 1 if a matching socket lacks `OPT` ("+strings.Join(sockets.OptionNames(), ", ")+"; !OPT for must-not-have); exit 3 if nothing could be verified")
+	f.BoolVar(&o.noOpts, "no-options", false, "do not duplicate sockets to read their options (tcp_info only)")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runSockets(ctx context.Context, env *Env, o *socketsOptions, args []string) error {
 	usage := func(format string, a ...any) error {
 		return &ExitError{Code: 2, Err: fmt.Errorf("sockets: "+format+" (see 'lowlat sockets --help')", a...)}
 	}
-	if *pid < 0 {
-		return usage("--pid %d: want a process id", *pid)
+	if o.pid < 0 {
+		return usage("--pid %d: want a process id", o.pid)
 	}
-	if *port < 0 || *port > 65535 {
-		return usage("--port %d: want 1-65535", *port)
+	if o.port < 0 || o.port > 65535 {
+		return usage("--port %d: want 1-65535", o.port)
 	}
-	for _, s := range states {
+	for _, s := range o.states {
 		if !sockets.ValidState(s) {
 			return usage("--state %q: want one of %s", s, strings.Join(sockets.States(), ", "))
 		}
 	}
 	var reqs []sockets.Requirement
-	for _, r := range require {
+	for _, r := range o.require {
 		q, err := sockets.ParseRequirement(r)
 		if err != nil {
 			return usage("--require: %v", err)
 		}
 		reqs = append(reqs, q)
 	}
-	if len(reqs) > 0 && *noOpts {
+	if len(reqs) > 0 && o.noOpts {
 		return usage("--require needs the options: drop --no-options")
 	}
 	cfg := sockets.Config{
-		Filter:    sockets.Filter{PID: *pid, Comm: *comm, Port: uint16(*port), States: states},
-		NoOptions: *noOpts,
+		Filter:    sockets.Filter{PID: o.pid, Comm: o.comm, Port: uint16(o.port), States: o.states},
+		NoOptions: o.noOpts,
 	}
 	rep, err := sockets.Audit(ctx, cfg)
 	if err != nil {
@@ -102,7 +114,7 @@ func runSockets(ctx context.Context, env *Env, args []string) error {
 	if len(reqs) > 0 {
 		rr = checkRequire(rep, reqs)
 	}
-	if *asJSON {
+	if o.json {
 		if err := writeSocketsJSON(env.Stdout, rep, rr); err != nil {
 			return err
 		}

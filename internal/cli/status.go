@@ -6,35 +6,43 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/txn"
 )
 
-func init() {
-	register(&command{name: "status", summary: "show what lowlat applied and whether anything drifted (exit 3 on drift)", order: 55, run: runStatus})
-}
-
 // ExitDrift is status's exit code when a knob no longer has its applied value.
 const ExitDrift = 3
 
-func runStatus(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "status", "status [--json] [--journal FILE]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	jpath := fs.String("journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpOK(err)
+// statusOptions are status's flags.
+type statusOptions struct {
+	json    bool
+	journal string
+}
+
+func newStatusCmd(env *Env) *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "show what lowlat applied and whether anything drifted (exit 3 on drift)",
+		Args:  noArgs,
+		RunE:  runWith(env, &o, runStatus),
 	}
-	if err := positional(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+	f := cmd.Flags()
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
+	return cmd
+}
+
+func runStatus(ctx context.Context, env *Env, o *statusOptions, args []string) error {
 	// As root, status also recovers an apply that was killed part-way.
-	rep, err := engine(env, *jpath).Status(ctx, txn.StatusOptions{Recover: os.Geteuid() == 0})
+	rep, err := engine(env, o.journal).Status(ctx, txn.StatusOptions{Recover: os.Geteuid() == 0})
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	if *asJSON {
+	if o.json {
 		// "moved" says the drift in words ("irq 45 eth0-TxRx-3: applied
 		// cpu 4, now cpu 0") next to the raw values.
 		out := struct {
