@@ -5,7 +5,7 @@ package host
 import "os"
 
 // liveReaders returns the rtnetlink and ethtool readers of the running host.
-func liveReaders() (Netlink, Ethtooler) { return NewLiveNetlink(), NewLiveEthtool() }
+func liveReaders() (Netlink, Ethtooler) { return NewLiveNetlink(), LiveEthtool{} }
 
 // netnsKind compares our network namespace with init's (pid 1). Reading pid
 // 1's namespace link needs privilege; without it the answer is unknown ("").
