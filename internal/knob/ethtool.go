@@ -16,7 +16,7 @@ import (
 
 // Ethtool is the seam for the ethtool ioctls (SIOCETHTOOL): what "ethtool -l/-L,
 // -g/-G, -k/-K, -c/-C, -i, -S" do. The live implementation opens one socket per
-// call in the calling thread's network namespace; FakeEthtool stands in for it
+// call in the calling thread's network namespace; knobtest.Ethtool stands in for it
 // in tests. Errors wrap ErrNoDevice for an interface that does not exist,
 // ErrNotWritable for a driver that refuses a change (EOPNOTSUPP, EPERM) and
 // ErrNotSupported for a query the driver does not implement.
