@@ -39,6 +39,17 @@ func withSocket(f func(e *ethtool.Ethtool) error) error {
 	return f(e)
 }
 
+// query runs one read with a socket of its own.
+func query[T any](get func(e *ethtool.Ethtool) (T, error)) (T, error) {
+	var out T
+	err := withSocket(func(e *ethtool.Ethtool) error {
+		var err error
+		out, err = get(e)
+		return err
+	})
+	return out, err
+}
+
 // Ethtool returns what the driver of iface reports, for Gather; nil without
 // an error when the interface has no ethtool support at all (lo). Each query
 // the driver does not support is recorded in Ethtool.Errors rather than
@@ -104,13 +115,10 @@ func (LiveEthtool) Ethtool(iface string) (*Ethtool, error) {
 
 // Driver is the driver's name (ethtool -i).
 func (LiveEthtool) Driver(iface string) (string, error) {
-	var name string
-	err := withSocket(func(e *ethtool.Ethtool) error {
+	return query(func(e *ethtool.Ethtool) (string, error) {
 		info, err := e.DriverInfo(iface)
-		name = info.Driver
-		return err
+		return info.Driver, err
 	})
-	return name, err
 }
 
 func channels(e *ethtool.Ethtool, iface string) (Channels, error) {
@@ -121,13 +129,7 @@ func channels(e *ethtool.Ethtool, iface string) (Channels, error) {
 
 // Channels is ethtool -l.
 func (LiveEthtool) Channels(iface string) (Channels, error) {
-	var out Channels
-	err := withSocket(func(e *ethtool.Ethtool) error {
-		var err error
-		out, err = channels(e, iface)
-		return err
-	})
-	return out, err
+	return query(func(e *ethtool.Ethtool) (Channels, error) { return channels(e, iface) })
 }
 
 // SetChannels is ethtool -L.
@@ -146,13 +148,7 @@ func rings(e *ethtool.Ethtool, iface string) (Rings, error) {
 
 // Rings is ethtool -g.
 func (LiveEthtool) Rings(iface string) (Rings, error) {
-	var out Rings
-	err := withSocket(func(e *ethtool.Ethtool) error {
-		var err error
-		out, err = rings(e, iface)
-		return err
-	})
-	return out, err
+	return query(func(e *ethtool.Ethtool) (Rings, error) { return rings(e, iface) })
 }
 
 // SetRings is ethtool -G for the rx and tx rings; mini and jumbo rings keep
@@ -195,13 +191,7 @@ func coalesce(e *ethtool.Ethtool, iface string) (map[string]uint32, error) {
 
 // Coalesce is ethtool -c: every parameter by its CoalesceParams name.
 func (LiveEthtool) Coalesce(iface string) (map[string]uint32, error) {
-	var out map[string]uint32
-	err := withSocket(func(e *ethtool.Ethtool) error {
-		var err error
-		out, err = coalesce(e, iface)
-		return err
-	})
-	return out, err
+	return query(func(e *ethtool.Ethtool) (map[string]uint32, error) { return coalesce(e, iface) })
 }
 
 // SetCoalesce is ethtool -C. It writes every parameter (a missing name as 0),
@@ -231,13 +221,7 @@ func features(e *ethtool.Ethtool, iface string) (map[string]FeatureState, error)
 
 // Features is ethtool -k, by the kernel's feature names.
 func (LiveEthtool) Features(iface string) (map[string]FeatureState, error) {
-	var out map[string]FeatureState
-	err := withSocket(func(e *ethtool.Ethtool) error {
-		var err error
-		out, err = features(e, iface)
-		return err
-	})
-	return out, err
+	return query(func(e *ethtool.Ethtool) (map[string]FeatureState, error) { return features(e, iface) })
 }
 
 // SetFeatures is ethtool -K, by the kernel's feature names.
@@ -250,11 +234,5 @@ func (LiveEthtool) SetFeatures(iface string, want map[string]bool) error {
 
 // Stats is ethtool -S.
 func (LiveEthtool) Stats(iface string) (map[string]uint64, error) {
-	var out map[string]uint64
-	err := withSocket(func(e *ethtool.Ethtool) error {
-		var err error
-		out, err = e.Stats(iface)
-		return err
-	})
-	return out, err
+	return query(func(e *ethtool.Ethtool) (map[string]uint64, error) { return e.Stats(iface) })
 }
