@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lowlat/lowlat/internal/doctor"
-	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/version"

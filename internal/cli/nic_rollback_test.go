@@ -16,6 +16,7 @@ import (
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/knob/knobtest"
 	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/profile"
 	"github.com/lowlat/lowlat/internal/txn"
@@ -117,12 +118,9 @@ func TestNICApplyRollbackExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sys := &knob.System{Root: root}
-			fe := knob.NewFakeEthtool(f)
-			svc := &knob.FakeServices{Systemd: 252, Units: map[string]string{"irqbalance.service": "active,enabled"}}
-			knob.UseEthtool(sys, fe)
-			knob.UseServices(sys, svc)
-			defer knob.Detach(sys)
+			fe := knobtest.NewEthtool(f)
+			svc := &knobtest.Services{Systemd: 252, Units: map[string]string{"irqbalance.service": "active,enabled"}}
+			sys := &knob.System{Root: root, Ethtool: fe, Services: svc}
 
 			p, _ := profile.Builtin("game-udp")
 			r, err := profile.Resolve(p, map[string]string{"irq.irqbalance": mode})

@@ -10,6 +10,7 @@ import (
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/knob/knobtest"
 	"github.com/lowlat/lowlat/internal/txn"
 	"golang.org/x/sys/unix"
 )
@@ -19,14 +20,12 @@ import (
 // forgiven.
 func TestApplyWritable(t *testing.T) {
 	ctx := context.Background()
-	sys := &knob.System{Root: t.TempDir()}
-	fe := &knob.FakeEthtool{NICs: map[string]*knob.FakeNIC{"eth0": {
+	fe := &knobtest.Ethtool{NICs: map[string]*knobtest.NIC{"eth0": {
 		Rings:    &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512},
 		Coalesce: knob.Coalesce{"rx-usecs": 50},
 		Features: map[string]knob.Feature{"rx-lro": {Active: true, Changeable: true}},
 	}}, Refuse: map[string]unix.Errno{"coalesce": unix.EOPNOTSUPP}}
-	knob.UseEthtool(sys, fe)
-	defer knob.Detach(sys)
+	sys := &knob.System{Root: t.TempDir(), Ethtool: fe}
 	eng := &txn.Engine{JournalPath: filepath.Join(t.TempDir(), "journal"), Sys: sys}
 	changes := []txn.Change{
 		{Knob: "ethtool/eth0/ring/rx", Value: "1024"},
@@ -77,13 +76,12 @@ func TestApplyNICVanishes(t *testing.T) {
 		{3, "ethtool/eth0/feature/lro", "ethtool eth0: set feature lro: eth0: no such device"},
 	} {
 		ctx := context.Background()
-		sys := &knob.System{Root: t.TempDir()}
-		nic := func() *knob.FakeNIC {
-			return &knob.FakeNIC{Rings: &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512},
+		nic := func() *knobtest.NIC {
+			return &knobtest.NIC{Rings: &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512},
 				Features: map[string]knob.Feature{"rx-lro": {Active: true, Changeable: true}}}
 		}
-		fe := &knob.FakeEthtool{NICs: map[string]*knob.FakeNIC{"eth0": nic(), "eth1": nic()}, VanishAfter: map[string]int{"eth0": tt.after}}
-		knob.UseEthtool(sys, fe)
+		fe := &knobtest.Ethtool{NICs: map[string]*knobtest.NIC{"eth0": nic(), "eth1": nic()}, VanishAfter: map[string]int{"eth0": tt.after}}
+		sys := &knob.System{Root: t.TempDir(), Ethtool: fe}
 		eng := &txn.Engine{JournalPath: filepath.Join(t.TempDir(), "journal"), Sys: sys}
 		res, err := eng.Apply(ctx, []txn.Change{
 			{Knob: "ethtool/eth1/ring/rx", Value: "1024"},
@@ -95,7 +93,6 @@ func TestApplyNICVanishes(t *testing.T) {
 		if res != nil {
 			dropped = res.Skipped
 		}
-		knob.Detach(sys)
 		var ae *txn.ApplyError
 		if !errors.As(err, &ae) || ae.Knob != tt.knob || len(ae.RollbackFailed) != 0 || len(dropped) != 0 || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("vanish after %d sets: %v (dropped %v)", tt.after, err, dropped)

@@ -62,4 +62,3 @@ func runReassert(ctx context.Context, env *Env, o *reassertOptions, args []strin
 	}
 	return nil
 }
-

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/host/hostgen"
+	"github.com/lowlat/lowlat/test/hostgen"
 )
 
 // BenchmarkGatherLive reads this host as doctor does: files, rtnetlink and

@@ -9,22 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-)
 
-// ReadFiles fills f with every fact that comes from files under r: kernel,
-// sysctls, sysfs details of f's interfaces (or of every interface in
-// /sys/class/net when f has none, as without netlink), IRQs, softirqs, softnet,
-// SNMP counters, CPU and NUMA topology, THP, irqbalance, block devices and
-// systemd. Each source that cannot be read is recorded in f.Errors with the
-// reason, and reading goes on: ReadFiles never fails as a whole.
-//
-// Qdisc support (Kernel.Qdiscs) counts the qdiscs already in f's interfaces as
-// evidence, so netlink facts, when there are any, should be merged first.
-func ReadFiles(r Root, f *Facts) {
-	rd := &fileReader{r: r, f: f}
-	rd.readAll()
-	rd.flush()
-}
+	"github.com/lowlat/lowlat/internal/nsthread"
+)
 
 // fileReader carries the root, the facts being filled and the error record
 // through the readers in this package.
@@ -39,6 +26,8 @@ type fileReader struct {
 	online     []int
 	// mods is what /lib/modules and /proc/modules say is loadable.
 	mods moduleIndex
+	// openNetns stands in for nsthread.Current in tests.
+	openNetns func() (nsthread.NS, error)
 }
 
 type errGroup struct {
@@ -62,11 +51,19 @@ func (rd *fileReader) readAll() {
 	done := make(chan struct{})
 	// /proc/sys/net shows the network namespace of the thread that opens it:
 	// the walker joins the caller's (the lab gathers on a thread it moved into
-	// a namespace).
-	join := callerNetns()
+	// a namespace). When it cannot, it reads nothing and says why: the
+	// values of another namespace would pass for the caller's.
+	caller, err := rd.callerNetns()
 	go func() {
 		defer close(done)
-		join()
+		if err == nil && caller >= 0 {
+			defer caller.Close()
+			err = caller.Join()
+		}
+		if err != nil {
+			walk.fail("/proc/sys/net", fmt.Errorf("read in the caller's network namespace: %w", err))
+			return
+		}
 		walk.walkSysctls("/proc/sys/net", "net")
 	}()
 	rd.extraSysctls()
@@ -84,6 +81,19 @@ func (rd *fileReader) readAll() {
 	<-done
 	rd.merge(walk)
 	rd.kernelSupport()
+}
+
+// callerNetns opens the network namespace the /proc/sys/net walk must read:
+// the calling thread's on the live host, none (-1) for a file tree, where
+// namespaces play no part.
+func (rd *fileReader) callerNetns() (nsthread.NS, error) {
+	switch {
+	case !rd.r.Live():
+		return -1, nil
+	case rd.openNetns != nil:
+		return rd.openNetns()
+	}
+	return nsthread.Current()
 }
 
 // merge takes over the sysctls and errors another reader collected.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/host/hostgen"
+	"github.com/lowlat/lowlat/test/hostgen"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/hosts/*.golden.json")
@@ -251,7 +251,7 @@ func checkConsistent(t *testing.T, f *host.Facts) {
 
 // TestFixturesMatchGenerator keeps the committed trees in step with hostgen:
 // gathering a tree from disk must give what the generator's in-memory tree
-// gives. Regenerate with go test ./internal/host/hostgen -write-fixtures.
+// gives. Regenerate with go test ./test/hostgen -write-fixtures.
 func TestFixturesMatchGenerator(t *testing.T) {
 	for _, s := range hostgen.Fixtures() {
 		t.Run(s.Name, func(t *testing.T) {

@@ -6,5 +6,3 @@ package host
 func liveReaders() (Netlink, Ethtooler) { return nil, nil }
 
 func netnsKind() string { return "" }
-
-func callerNetns() func() { return func() {} }

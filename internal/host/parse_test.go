@@ -473,9 +473,6 @@ func TestSysctlPath(t *testing.T) {
 		if got := SysctlPath(tt.name); got != tt.path {
 			t.Errorf("SysctlPath(%q) = %q, want %q", tt.name, got, tt.path)
 		}
-		if got := sysctlName(tt.path); got != tt.name {
-			t.Errorf("sysctlName(%q) = %q, want %q", tt.path, got, tt.name)
-		}
 	}
 }
 

@@ -37,16 +37,6 @@ func SysctlPath(name string) string {
 	return "/proc/sys/" + strings.Join(parts, "/")
 }
 
-// sysctlName is the inverse of SysctlPath for a path below /proc/sys.
-func sysctlName(p string) string {
-	rel := strings.TrimPrefix(p, "/proc/sys/")
-	parts := strings.Split(rel, "/")
-	for i, s := range parts {
-		parts[i] = strings.ReplaceAll(s, ".", "/")
-	}
-	return strings.Join(parts, ".")
-}
-
 func (rd *fileReader) extraSysctls() {
 	for _, name := range extraSysctls {
 		if b, ok := rd.readOpt(SysctlPath(name)); ok {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/host/hostgen"
+	"github.com/lowlat/lowlat/test/hostgen"
 )
 
 var fixtures = []string{"virtio-vm", "dual-i40e-nvme", "epyc-25g", "centos7-3.10"}

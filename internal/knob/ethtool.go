@@ -16,7 +16,7 @@ import (
 
 // Ethtool is the seam for the ethtool ioctls (SIOCETHTOOL): what "ethtool -l/-L,
 // -g/-G, -k/-K, -c/-C, -i, -S" do. The live implementation opens one socket per
-// call in the calling thread's network namespace; FakeEthtool stands in for it
+// call in the calling thread's network namespace; knobtest.Ethtool stands in for it
 // in tests. Errors wrap ErrNoDevice for an interface that does not exist,
 // ErrNotWritable for a driver that refuses a change (EOPNOTSUPP, EPERM) and
 // ErrNotSupported for a query the driver does not implement.
@@ -46,14 +46,7 @@ type Feature struct {
 type Coalesce map[string]uint32
 
 // CoalesceParams are the ethtool -C names, in struct ethtool_coalesce order.
-var CoalesceParams = []string{
-	"rx-usecs", "rx-frames", "rx-usecs-irq", "rx-frames-irq",
-	"tx-usecs", "tx-frames", "tx-usecs-irq", "tx-frames-irq",
-	"stats-block-usecs", "adaptive-rx", "adaptive-tx",
-	"pkt-rate-low", "rx-usecs-low", "rx-frames-low", "tx-usecs-low", "tx-frames-low",
-	"pkt-rate-high", "rx-usecs-high", "rx-frames-high", "tx-usecs-high", "tx-frames-high",
-	"sample-interval",
-}
+var CoalesceParams = host.CoalesceParams
 
 // FeatureGroups maps ethtool -K short names to the kernel feature names they
 // switch together (after ethtool's off_flag_def). "tso" is IPv4 and IPv6 TCP

@@ -1,4 +1,6 @@
-package knob
+// These tests use the fakes in knobtest, which imports knob: they live in
+// knob_test, and the dot import keeps them reading as the package's own.
+package knob_test
 
 import (
 	"context"
@@ -9,11 +11,13 @@ import (
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
+	. "github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/knob/knobtest"
 	"golang.org/x/sys/unix"
 )
 
-func fakeNIC() *FakeEthtool {
-	return &FakeEthtool{NICs: map[string]*FakeNIC{"eth0": {
+func fakeNIC() *knobtest.Ethtool {
+	return &knobtest.Ethtool{NICs: map[string]*knobtest.NIC{"eth0": {
 		Driver:   "i40e",
 		Channels: &host.Channels{MaxCombined: 64, MaxOther: 1, Combined: 40, Other: 1},
 		Rings:    &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512},
@@ -29,11 +33,8 @@ func fakeNIC() *FakeEthtool {
 	}}}
 }
 
-func ethSys(t *testing.T, fe *FakeEthtool) *System {
-	sys := &System{Root: t.TempDir()}
-	UseEthtool(sys, fe)
-	t.Cleanup(func() { Detach(sys) })
-	return sys
+func ethSys(t *testing.T, fe *knobtest.Ethtool) *System {
+	return &System{Root: t.TempDir(), Ethtool: fe}
 }
 
 func mustKnob(t *testing.T, sys *System, id string) Knob {
@@ -291,8 +292,7 @@ func TestChannelsKeepIRQAffinity(t *testing.T) {
 			os.WriteFile(filepath.Join(sys.Root, "proc/irq", irq, "smp_affinity_list"), []byte("0-39\n"), 0o644)
 		}
 	}
-	UseEthtool(sys, fe)
-	defer Detach(sys)
+	sys.Ethtool = fe
 	k := mustKnob(t, sys, "ethtool/eth0/channels/combined")
 	if err := k.Write(ctx, "8"); err != nil {
 		t.Fatal(err)
@@ -344,9 +344,8 @@ func TestQueueKnob(t *testing.T) {
 func TestServiceKnob(t *testing.T) {
 	ctx := context.Background()
 	sys := &System{Root: t.TempDir()}
-	fs := &FakeServices{Systemd: 252, Units: map[string]string{"irqbalance.service": "active,enabled", "masked.service": "inactive,masked"}}
-	UseServices(sys, fs)
-	defer Detach(sys)
+	fs := &knobtest.Services{Systemd: 252, Units: map[string]string{"irqbalance.service": "active,enabled", "masked.service": "inactive,masked"}}
+	sys.Services = fs
 	k := mustKnob(t, sys, "service/irqbalance.service")
 	before := read(t, k)
 	if before != "active,enabled" {
@@ -391,10 +390,9 @@ func TestServiceKnob(t *testing.T) {
 func TestIRQBalanceKnob(t *testing.T) {
 	ctx := context.Background()
 	const orig = "# irqbalance config\n#IRQBALANCE_BANNED_CPUS=\nIRQBALANCE_ARGS=\nOTHER=1\n"
-	sys := writeTree(t, map[string]string{"/etc/sysconfig/irqbalance": orig})
-	fs := &FakeServices{Systemd: 219, Units: map[string]string{"irqbalance.service": "active,enabled"}}
-	UseServices(sys, fs)
-	defer Detach(sys)
+	sys := WriteTree(t, map[string]string{"/etc/sysconfig/irqbalance": orig})
+	fs := &knobtest.Services{Systemd: 219, Units: map[string]string{"irqbalance.service": "active,enabled"}}
+	sys.Services = fs
 	k := mustKnob(t, sys, "irqbalance/etc/sysconfig/irqbalance")
 	before := read(t, k)
 	if before != "IRQBALANCE_ARGS=" {
@@ -425,7 +423,7 @@ func TestIRQBalanceKnob(t *testing.T) {
 	}
 	// Without systemd and with irqbalance running, lowlat cannot make it
 	// reread the file.
-	sys2 := writeTree(t, map[string]string{"/etc/default/irqbalance": "", "/proc/704/comm": "irqbalance\n"})
+	sys2 := WriteTree(t, map[string]string{"/etc/default/irqbalance": "", "/proc/704/comm": "irqbalance\n"})
 	k2 := mustKnob(t, sys2, "irqbalance/etc/default/irqbalance")
 	if err := k2.Write(ctx, "IRQBALANCE_BANNED_CPULIST=1"); !errors.Is(err, ErrNotWritable) {
 		t.Errorf("irqbalance without systemd: %v", err)
@@ -441,7 +439,7 @@ func TestCpufreqKnob(t *testing.T) {
 	for i, g := range []string{"powersave", "powersave", "performance", "powersave"} {
 		files["/sys/devices/system/cpu/cpu"+string(rune('0'+i))+"/cpufreq/scaling_governor"] = g + "\n"
 	}
-	sys := writeTree(t, files)
+	sys := WriteTree(t, files)
 	k := mustKnob(t, sys, "cpufreq/governor")
 	before := read(t, k)
 	if before != "0-1,3:powersave;2:performance" {
@@ -481,7 +479,7 @@ func TestCpufreqKnob(t *testing.T) {
 
 func TestBlockKnob(t *testing.T) {
 	ctx := context.Background()
-	sys := writeTree(t, map[string]string{
+	sys := WriteTree(t, map[string]string{
 		"/sys/block/nvme0n1/queue/scheduler":   "[mq-deadline] kyber none\n",
 		"/sys/block/nvme0n1/queue/nr_requests": "256\n",
 		"/sys/block/nvme0n1/queue/rq_affinity": "1\n",
@@ -515,9 +513,8 @@ func TestBlockKnob(t *testing.T) {
 func TestDropinKnob(t *testing.T) {
 	ctx := context.Background()
 	sys := &System{Root: t.TempDir()}
-	fs := &FakeServices{Systemd: 252, Units: map[string]string{}}
-	UseServices(sys, fs)
-	defer Detach(sys)
+	fs := &knobtest.Services{Systemd: 252, Units: map[string]string{}}
+	sys.Services = fs
 	k := mustKnob(t, sys, "dropin/gateway.service/50-lowlat-cpus.conf")
 	if err := k.Write(ctx, "[Service]\nCPUAffinity=2 3\n"); err != nil {
 		t.Fatal(err)

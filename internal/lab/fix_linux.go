@@ -6,12 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/lowlat/lowlat/internal/host"
@@ -200,11 +198,10 @@ func hostHasSysctl(name string) bool {
 	return <-done
 }
 
-// namespaceFacts gathers the live facts of the calling thread's namespace.
-// host.Gather reads the net.* sysctls on a goroutine of its own, which runs
-// on another OS thread, in the host's namespace; so they are read again here,
-// on this thread, and the namespace kind is set (Gather tells it from
-// /proc/self, the process's main thread).
+// namespaceFacts gathers the live facts of the calling thread's namespace,
+// named after it. host.Gather reads /proc/sys/net in the caller's namespace or
+// records why it could not; a plan without the namespace's sysctls would be
+// wrong, so that is an error here.
 func namespaceFacts(ctx context.Context, name string) (*host.Facts, error) {
 	src, err := host.OpenRoot("")
 	if err != nil {
@@ -214,52 +211,14 @@ func namespaceFacts(ctx context.Context, name string) (*host.Facts, error) {
 	if err != nil {
 		return nil, err
 	}
-	for k := range f.Sysctls {
-		if strings.HasPrefix(k, "net.") {
-			delete(f.Sysctls, k)
+	for _, e := range f.Errors {
+		if e.Source == "/proc/sys/net" {
+			return nil, fmt.Errorf("read /proc/sys/net in %s: %s", name, e.Err)
 		}
 	}
-	f.ReadOnlySysctls = slices.DeleteFunc(f.ReadOnlySysctls, func(s string) bool { return strings.HasPrefix(s, "net.") })
-	if err := readNetSysctls(f); err != nil {
-		return nil, err
-	}
-	sort.Strings(f.ReadOnlySysctls)
 	f.Netns = "other"
 	f.Hostname = name
 	return f, nil
-}
-
-var secretSysctls = map[string]bool{"tcp_fastopen_key": true, "stable_secret": true, "netdev_rss_key": true}
-
-// readNetSysctls walks /proc/sys/net on the calling thread.
-func readNetSysctls(f *host.Facts) error {
-	const root = "/proc/sys/net"
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == root {
-				return err
-			}
-			return nil
-		}
-		if d.IsDir() || !d.Type().IsRegular() || secretSysctls[d.Name()] {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil // write-only or EIO by design
-		}
-		rel := strings.TrimPrefix(p, "/proc/sys/")
-		parts := strings.Split(rel, "/")
-		for i, s := range parts {
-			parts[i] = strings.ReplaceAll(s, ".", "/")
-		}
-		name := strings.Join(parts, ".")
-		f.Sysctls[name] = strings.Join(strings.Fields(string(b)), " ")
-		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o222 == 0 {
-			f.ReadOnlySysctls = append(f.ReadOnlySysctls, name)
-		}
-		return nil
-	})
 }
 
 var (

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
+	"github.com/lowlat/lowlat/internal/nsthread"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -28,20 +28,6 @@ type NS struct {
 	handle netns.NsHandle
 }
 
-// onNewThread runs f on a fresh OS thread that is thrown away afterwards, so
-// a namespace switch never leaks into other goroutines: the goroutine never
-// unlocks, and the runtime destroys a thread whose goroutine exits locked.
-func onNewThread(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		err := errors.New("lab: goroutine ended early inside a namespace")
-		defer func() { errc <- err }()
-		err = f()
-	}()
-	return <-errc
-}
-
 // createNS creates a named namespace. It refuses a name that exists (the
 // bind-mount file is created with O_EXCL by netns.NewNamed), so a run never
 // adopts, and later deletes, someone else's namespace.
@@ -50,7 +36,7 @@ func createNS(name string) (*NS, error) {
 		return nil, fmt.Errorf("netns %s: %w (a previous run? 'lowlat lab clean' removes lab leftovers)", name, ErrNameTaken)
 	}
 	var h netns.NsHandle
-	err := onNewThread(func() error {
+	err := nsthread.OnNewThread(func() error {
 		var err error
 		h, err = netns.NewNamed(name)
 		return err
@@ -73,9 +59,9 @@ func createNS(name string) (*NS, error) {
 // /proc/sys/net. f must not start goroutines that create sockets unless they
 // enter the namespace themselves.
 func (n *NS) Do(f func() error) error {
-	return onNewThread(func() error {
-		if err := netns.Set(n.handle); err != nil {
-			return fmt.Errorf("enter netns %s: %w", n.Name, err)
+	return nsthread.OnNewThread(func() error {
+		if err := nsthread.NS(n.handle).Join(); err != nil {
+			return fmt.Errorf("netns %s: %w", n.Name, err)
 		}
 		return f()
 	})

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/host/hostgen"
 	"github.com/lowlat/lowlat/internal/irqplan"
 	"github.com/lowlat/lowlat/internal/profile"
+	"github.com/lowlat/lowlat/test/hostgen"
 )
 
 // TestGoldenPlansSynthetic256 is TestGoldenPlans for the 256-CPU, 4-node host

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/lowlat/lowlat/internal/nsthread"
 )
 
 // CRRConfig is one connect-request-response run (netperf TCP_CRR): each
@@ -203,13 +204,17 @@ func CRR(ctx context.Context, cfg CRRConfig) (*CRRResult, error) {
 	if cfg.Parallel == 1 {
 		loop(tallies[0])
 	} else {
-		nsfd := netnsFD()
+		caller, err := nsthread.Current()
+		if err != nil {
+			return nil, err
+		}
+		defer caller.Close()
 		var wg sync.WaitGroup
 		wg.Add(cfg.Parallel)
 		for _, t := range tallies {
 			go func() {
 				defer wg.Done()
-				if err := joinNetns(nsfd); err != nil {
+				if err := caller.Join(); err != nil {
 					failOnce.Do(func() { fatal = err; cancel() })
 					return
 				}
@@ -217,7 +222,6 @@ func CRR(ctx context.Context, cfg CRRConfig) (*CRRResult, error) {
 			}()
 		}
 		wg.Wait()
-		closeFD(nsfd)
 	}
 	elapsed := time.Since(runStart)
 	if err := parent.Err(); err != nil {

@@ -250,46 +250,6 @@ func (preciseSleeper) until(t time.Time) {
 	}
 }
 
-// netnsFD opens the calling thread's network namespace, so helper goroutines can
-// join it (see inCallerNetns). Returns -1 when that is not possible.
-func netnsFD() int {
-	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1
-	}
-	return fd
-}
-
-// joinNetns locks the goroutine to its thread and moves the thread into the
-// namespace fd when it is elsewhere. The thread is never unlocked, so it dies
-// with the goroutine instead of returning to the pool in a foreign namespace.
-func joinNetns(fd int) error {
-	if fd < 0 {
-		return nil
-	}
-	runtime.LockOSThread()
-	var want, have unix.Stat_t
-	if err := unix.Fstat(fd, &want); err != nil {
-		runtime.UnlockOSThread()
-		return nil
-	}
-	if err := unix.Stat("/proc/thread-self/ns/net", &have); err != nil || (want.Ino == have.Ino && want.Dev == have.Dev) {
-		// Already there: an ordinary goroutine will do.
-		runtime.UnlockOSThread()
-		return nil
-	}
-	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("join caller's network namespace: %w", err)
-	}
-	return nil
-}
-
-func closeFD(fd int) {
-	if fd >= 0 {
-		unix.Close(fd)
-	}
-}
-
 func isConnRefused(err error) bool { return errors.Is(err, unix.ECONNREFUSED) }
 
 func kernelRelease() string {

@@ -40,9 +40,6 @@ type preciseSleeper struct{}
 
 func lockThread() preciseSleeper         { return preciseSleeper{} }
 func (preciseSleeper) until(t time.Time) { time.Sleep(time.Until(t)) }
-func netnsFD() int                       { return -1 }
-func joinNetns(fd int) error             { return nil }
-func closeFD(fd int)                     {}
 func isConnRefused(err error) bool       { return errors.Is(err, syscall.ECONNREFUSED) }
 
 func kernelRelease() string { return "" }

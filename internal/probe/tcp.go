@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/lowlat/lowlat/internal/nsthread"
 )
 
 // Request/response patterns.
@@ -251,8 +252,11 @@ func (s *shardedHist) merged() *hdrhistogram.Histogram {
 // join the caller's network namespace first, so a caller locked into one gets
 // its connections there.
 func dialAll(ctx context.Context, n int, dial func(ctx context.Context, i int) error) error {
-	nsfd := netnsFD()
-	defer closeFD(nsfd)
+	caller, err := nsthread.Current()
+	if err != nil {
+		return err
+	}
+	defer caller.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -266,7 +270,7 @@ func dialAll(ctx context.Context, n int, dial func(ctx context.Context, i int) e
 	for range workers {
 		go func() {
 			defer wg.Done()
-			if err := joinNetns(nsfd); err != nil {
+			if err := caller.Join(); err != nil {
 				errOnce.Do(func() { first = err; cancel() })
 				return
 			}

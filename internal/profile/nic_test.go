@@ -41,7 +41,7 @@ governor = "performance"
 		"ethtool.coalesce.rx-usecs": "3", "ethtool.coalesce.adaptive-rx": "off", "irq.placement": "numa-local", "irq.irqbalance": "ban",
 		"irq.rfs": "32768", "irq.queues": "16", "nvme.scheduler": "none", "nvme.nr_requests": "256", "cpu.governor": "performance",
 	} {
-		s := p.Setting(key)
+		s := setting(p, key)
 		if s == nil || s.Value != want {
 			t.Errorf("%s = %+v, want %q", key, s, want)
 		}
@@ -77,4 +77,14 @@ func TestNICSettingErrors(t *testing.T) {
 	if _, err := Resolve(&Profile{Name: "x", Params: map[string]Param{}}, map[string]string{"irq.placement": "everywhere"}); err == nil || !strings.Contains(err.Error(), "want numa-local, off") {
 		t.Errorf("--set with a bad value: %v", err)
 	}
+}
+
+// setting returns the profile's setting for key, or nil.
+func setting(p *Profile, key string) *Setting {
+	for i := range p.Settings {
+		if p.Settings[i].Key == key {
+			return &p.Settings[i]
+		}
+	}
+	return nil
 }

@@ -86,16 +86,6 @@ type Profile struct {
 	Settings []Setting
 }
 
-// Setting returns the setting with the key, or nil.
-func (p *Profile) Setting(key string) *Setting {
-	for i := range p.Settings {
-		if p.Settings[i].Key == key {
-			return &p.Settings[i]
-		}
-	}
-	return nil
-}
-
 // ParamNames lists the declared parameters, sorted.
 func (p *Profile) ParamNames() []string {
 	var out []string

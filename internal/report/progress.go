@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -18,23 +17,14 @@ type Progress struct {
 	total   time.Duration
 	start   time.Time
 
-	mu     sync.Mutex
-	stop   chan struct{}
-	done   chan struct{}
-	status string
+	stop chan struct{}
+	done chan struct{}
 }
 
 // NewProgress returns a bar for a run of the given total duration. It draws only
 // when enabled is true and total exceeds two seconds.
 func NewProgress(w io.Writer, enabled bool, label string, total time.Duration) *Progress {
 	return &Progress{w: w, enabled: enabled && total > 2*time.Second, label: label, total: total}
-}
-
-// SetStatus sets a short text shown after the bar (e.g. "1523 sent").
-func (p *Progress) SetStatus(s string) {
-	p.mu.Lock()
-	p.status = s
-	p.mu.Unlock()
 }
 
 // Start begins redrawing every 200 ms until Stop.
@@ -77,9 +67,6 @@ func (p *Progress) draw() {
 	frac := float64(el) / float64(p.total)
 	frac = min(max(frac, 0), 1)
 	n := int(frac * width)
-	p.mu.Lock()
-	st := p.status
-	p.mu.Unlock()
-	fmt.Fprintf(p.w, "\r\x1b[K%s [%s%s] %3.0f%% %s", p.label,
-		strings.Repeat("=", n), strings.Repeat(" ", width-n), frac*100, st)
+	fmt.Fprintf(p.w, "\r\x1b[K%s [%s%s] %3.0f%% ", p.label,
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), frac*100)
 }

@@ -35,8 +35,6 @@ type Route struct {
 
 // Metric numbers (linux/rtnetlink.h RTAX_*).
 const (
-	RTAXLock     = 1
-	RTAXMTU      = 2
 	RTAXInitCwnd = 11
 	RTAXInitRwnd = 14
 	RTAXQuickACK = 15

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/lowlat/lowlat/internal/nsthread"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -42,7 +43,7 @@ func New(t testing.TB) *NS {
 	rand.Read(b)
 	name := Prefix + hex.EncodeToString(b)
 	var h netns.NsHandle
-	err := onNewThread(func() error {
+	err := nsthread.OnNewThread(func() error {
 		var err error
 		h, err = netns.NewNamed(name)
 		return err
@@ -84,29 +85,13 @@ func New(t testing.TB) *NS {
 	return n
 }
 
-// onNewThread runs f on a fresh OS thread that is thrown away afterwards, so a
-// namespace switch can never leak into other goroutines.
-func onNewThread(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the runtime destroys the thread when this goroutine
-		// exits, along with whatever namespace it was moved into.
-		runtime.LockOSThread()
-		// t.Fatal or t.Skip inside f end this goroutine with Goexit; report that
-		// instead of leaving the caller waiting forever.
-		err := errors.New("goroutine ended early (t.Fatal or t.Skip called inside NS.Do)")
-		defer func() { errc <- err }()
-		err = f()
-	}()
-	return <-errc
-}
-
-// Do runs f inside the namespace. Sockets (netlink included) that f opens belong
-// to the namespace.
+// Do runs f inside the namespace, on a thread of its own that is thrown away
+// afterwards. Sockets (netlink included) that f opens belong to the
+// namespace.
 func (n *NS) Do(f func() error) error {
-	return onNewThread(func() error {
-		if err := netns.Set(n.handle); err != nil {
-			return fmt.Errorf("enter netns %s: %w", n.Name, err)
+	return nsthread.OnNewThread(func() error {
+		if err := nsthread.NS(n.handle).Join(); err != nil {
+			return fmt.Errorf("netns %s: %w", n.Name, err)
 		}
 		return f()
 	})
@@ -196,6 +181,8 @@ func enterAndExec(name string, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("no program to run")
 	}
+	// Mount and network namespaces belong to the thread: stay on it up to
+	// the exec.
 	runtime.LockOSThread()
 	h, err := netns.GetFromName(name)
 	if err != nil {
@@ -207,8 +194,8 @@ func enterAndExec(name string, argv []string) error {
 	if err := unix.Mount("", "/", "none", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("make / rslave: %w", err)
 	}
-	if err := netns.Set(h); err != nil {
-		return fmt.Errorf("enter netns %s: %w", name, err)
+	if err := nsthread.NS(h).Join(); err != nil {
+		return fmt.Errorf("netns %s: %w", name, err)
 	}
 	// sysfs shows the devices of the namespace that mounted it: remount so
 	// /sys/class/net lists the namespace's interfaces, as ip netns exec does.

@@ -15,6 +15,7 @@ import (
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/knob/knobtest"
 	"github.com/lowlat/lowlat/internal/persist"
 	"github.com/lowlat/lowlat/internal/txn"
 )
@@ -28,8 +29,8 @@ type fakeHost struct {
 	t    *testing.T
 	root string
 	sys  *knob.System
-	svc  *knob.FakeServices
-	eth  *knob.FakeEthtool
+	svc  *knobtest.Services
+	eth  *knobtest.Ethtool
 	jp   string
 	now  time.Time
 	// watchdogs are the "running" watchdog pids.
@@ -47,13 +48,11 @@ var kernelFiles = map[string]string{
 func newHost(t *testing.T) *fakeHost {
 	t.Helper()
 	root := t.TempDir()
-	h := &fakeHost{t: t, root: root, sys: &knob.System{Root: root}, jp: filepath.Join(t.TempDir(), "journal"),
+	h := &fakeHost{t: t, root: root, jp: filepath.Join(t.TempDir(), "journal"),
 		now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), watchdogs: map[int]bool{}}
-	h.svc = &knob.FakeServices{Systemd: 252, Units: map[string]string{"irqbalance.service": "active,enabled"}}
-	h.eth = &knob.FakeEthtool{NICs: map[string]*knob.FakeNIC{"eth0": {Rings: &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512}}}}
-	knob.UseServices(h.sys, h.svc)
-	knob.UseEthtool(h.sys, h.eth)
-	t.Cleanup(func() { knob.Detach(h.sys) })
+	h.svc = &knobtest.Services{Systemd: 252, Units: map[string]string{"irqbalance.service": "active,enabled"}}
+	h.eth = &knobtest.Ethtool{NICs: map[string]*knobtest.NIC{"eth0": {Rings: &host.Rings{RxMax: 4096, TxMax: 4096, Rx: 512, Tx: 512}}}}
+	h.sys = &knob.System{Root: root, Ethtool: h.eth, Services: h.svc}
 	h.reboot()
 	if err := os.MkdirAll(filepath.Join(root, "etc/systemd/system"), 0o755); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/lowlat/lowlat/internal/host"
-	"github.com/lowlat/lowlat/internal/host/hostgen"
+	"github.com/lowlat/lowlat/test/hostgen"
 )
 
 func main() {

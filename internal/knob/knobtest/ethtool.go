@@ -1,23 +1,30 @@
-package knob
+// Package knobtest holds in-memory stand-ins for the knobs' non-file
+// backends, for tests: an ethtool that behaves like a driver (and like the
+// drivers that misbehave) and a systemd service manager. A test puts them in
+// its own knob.System (Ethtool, Services); production code never imports this
+// package.
+package knobtest
 
 import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/knob"
 	"golang.org/x/sys/unix"
 )
 
-// FakeEthtool is an in-memory Ethtool for tests: NICs with channel counts,
-// rings, coalescing and features that behave like a driver's (limits checked,
-// fixed features refused), plus the misbehaviours tests need: a driver that
-// refuses a kind of change, one that accepts a change and keeps the old value,
-// and a NIC that vanishes after some number of changes.
-type FakeEthtool struct {
+// Ethtool is an in-memory knob.Ethtool: NICs with channel counts, rings,
+// coalescing and features that behave like a driver's (limits checked, fixed
+// features refused), plus the misbehaviours tests need: a driver that refuses
+// a kind of change, one that accepts a change and keeps the old value, and a
+// NIC that vanishes after some number of changes.
+type Ethtool struct {
 	mu   sync.Mutex
-	NICs map[string]*FakeNIC
+	NICs map[string]*NIC
 	// Refuse makes a set of a group ("channels", "ring", "coalesce",
 	// "feature") fail with this errno (EOPNOTSUPP or EPERM), as cloud NICs do.
 	Refuse map[string]unix.Errno
@@ -35,28 +42,30 @@ type FakeEthtool struct {
 	Sets int
 }
 
-// FakeNIC is one interface of a FakeEthtool. A nil part is a query the driver
+// NIC is one interface of an Ethtool. A nil part is a query the driver
 // does not support (EOPNOTSUPP).
-type FakeNIC struct {
+type NIC struct {
 	Driver   string
 	Channels *host.Channels
 	Rings    *host.Rings
-	Coalesce Coalesce
-	Features map[string]Feature
+	Coalesce knob.Coalesce
+	Features map[string]knob.Feature
 	Stats    map[string]uint64
 }
 
-// NewFakeEthtool returns a fake with the NICs' ethtool facts from f: every
+var _ knob.Ethtool = (*Ethtool)(nil)
+
+// NewEthtool returns a fake with the NICs' ethtool facts from f: every
 // interface with an ethtool record, its features changeable unless the record
 // lists them as fixed.
-func NewFakeEthtool(f *host.Facts) *FakeEthtool {
-	fe := &FakeEthtool{NICs: map[string]*FakeNIC{}}
+func NewEthtool(f *host.Facts) *Ethtool {
+	fe := &Ethtool{NICs: map[string]*NIC{}}
 	for _, ifc := range f.Interfaces {
 		if ifc.Ethtool == nil {
 			continue
 		}
 		et := ifc.Ethtool
-		n := &FakeNIC{Driver: et.Driver, Stats: maps.Clone(et.Stats)}
+		n := &NIC{Driver: et.Driver, Stats: maps.Clone(et.Stats)}
 		if et.Channels != nil {
 			c := *et.Channels
 			n.Channels = &c
@@ -66,15 +75,15 @@ func NewFakeEthtool(f *host.Facts) *FakeEthtool {
 			n.Rings = &r
 		}
 		if et.Coalesce != nil {
-			n.Coalesce = Coalesce{}
-			for _, p := range CoalesceParams {
+			n.Coalesce = knob.Coalesce{}
+			for _, p := range knob.CoalesceParams {
 				n.Coalesce[p] = et.Coalesce[p]
 			}
 		}
 		if et.Features != nil {
-			n.Features = map[string]Feature{}
+			n.Features = map[string]knob.Feature{}
 			for name, on := range et.Features {
-				n.Features[name] = Feature{Active: on, Changeable: !contains(et.Fixed, name)}
+				n.Features[name] = knob.Feature{Active: on, Changeable: !slices.Contains(et.Fixed, name)}
 			}
 		}
 		fe.NICs[ifc.Name] = n
@@ -82,27 +91,18 @@ func NewFakeEthtool(f *host.Facts) *FakeEthtool {
 	return fe
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (f *FakeEthtool) nic(iface string) (*FakeNIC, error) {
+func (f *Ethtool) nic(iface string) (*NIC, error) {
 	n, ok := f.NICs[iface]
 	if !ok {
-		return nil, fmt.Errorf("%s: %w (%w)", iface, ErrNoDevice, unix.ENODEV)
+		return nil, fmt.Errorf("%s: %w (%w)", iface, knob.ErrNoDevice, unix.ENODEV)
 	}
 	return n, nil
 }
 
-func unsupported() error { return fmt.Errorf("%w (%w)", ErrNotSupported, unix.EOPNOTSUPP) }
+func unsupported() error { return fmt.Errorf("%w (%w)", knob.ErrNotSupported, unix.EOPNOTSUPP) }
 
 // set runs a change of group on iface under the lock.
-func (f *FakeEthtool) set(iface, group string, apply func(n *FakeNIC) error) error {
+func (f *Ethtool) set(iface, group string, apply func(n *NIC) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for name, after := range f.VanishAfter {
@@ -115,7 +115,7 @@ func (f *FakeEthtool) set(iface, group string, apply func(n *FakeNIC) error) err
 		return err
 	}
 	if e, ok := f.Refuse[group]; ok {
-		return NotWritable(e)
+		return knob.NotWritable(e)
 	}
 	if f.Ignore[group] {
 		f.Sets++
@@ -129,7 +129,7 @@ func (f *FakeEthtool) set(iface, group string, apply func(n *FakeNIC) error) err
 }
 
 // Driver reports the NIC's driver name.
-func (f *FakeEthtool) Driver(iface string) (string, error) {
+func (f *Ethtool) Driver(iface string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.nic(iface)
@@ -140,7 +140,7 @@ func (f *FakeEthtool) Driver(iface string) (string, error) {
 }
 
 // Channels is ethtool -l.
-func (f *FakeEthtool) Channels(iface string) (host.Channels, error) {
+func (f *Ethtool) Channels(iface string) (host.Channels, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.nic(iface)
@@ -154,10 +154,10 @@ func (f *FakeEthtool) Channels(iface string) (host.Channels, error) {
 }
 
 // SetChannels is ethtool -L, with the kernel's limit checks.
-func (f *FakeEthtool) SetChannels(iface string, c host.Channels) error {
-	err := f.set(iface, "channels", func(n *FakeNIC) error {
+func (f *Ethtool) SetChannels(iface string, c host.Channels) error {
+	err := f.set(iface, "channels", func(n *NIC) error {
 		if n.Channels == nil {
-			return NotWritable(unix.EOPNOTSUPP)
+			return knob.NotWritable(unix.EOPNOTSUPP)
 		}
 		m := *n.Channels
 		if c.Combined > m.MaxCombined || c.Rx > m.MaxRx || c.Tx > m.MaxTx || c.Other > m.MaxOther {
@@ -176,7 +176,7 @@ func (f *FakeEthtool) SetChannels(iface string, c host.Channels) error {
 }
 
 // Rings is ethtool -g.
-func (f *FakeEthtool) Rings(iface string) (host.Rings, error) {
+func (f *Ethtool) Rings(iface string) (host.Rings, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.nic(iface)
@@ -190,10 +190,10 @@ func (f *FakeEthtool) Rings(iface string) (host.Rings, error) {
 }
 
 // SetRings is ethtool -G.
-func (f *FakeEthtool) SetRings(iface string, r host.Rings) error {
-	return f.set(iface, "ring", func(n *FakeNIC) error {
+func (f *Ethtool) SetRings(iface string, r host.Rings) error {
+	return f.set(iface, "ring", func(n *NIC) error {
 		if n.Rings == nil {
-			return NotWritable(unix.EOPNOTSUPP)
+			return knob.NotWritable(unix.EOPNOTSUPP)
 		}
 		if r.Rx > n.Rings.RxMax || r.Tx > n.Rings.TxMax {
 			return unix.EINVAL
@@ -204,7 +204,7 @@ func (f *FakeEthtool) SetRings(iface string, r host.Rings) error {
 }
 
 // Coalesce is ethtool -c.
-func (f *FakeEthtool) Coalesce(iface string) (Coalesce, error) {
+func (f *Ethtool) Coalesce(iface string) (knob.Coalesce, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.nic(iface)
@@ -218,10 +218,10 @@ func (f *FakeEthtool) Coalesce(iface string) (Coalesce, error) {
 }
 
 // SetCoalesce is ethtool -C.
-func (f *FakeEthtool) SetCoalesce(iface string, c Coalesce) error {
-	return f.set(iface, "coalesce", func(n *FakeNIC) error {
+func (f *Ethtool) SetCoalesce(iface string, c knob.Coalesce) error {
+	return f.set(iface, "coalesce", func(n *NIC) error {
 		if n.Coalesce == nil {
-			return NotWritable(unix.EOPNOTSUPP)
+			return knob.NotWritable(unix.EOPNOTSUPP)
 		}
 		n.Coalesce = maps.Clone(c)
 		return nil
@@ -229,7 +229,7 @@ func (f *FakeEthtool) SetCoalesce(iface string, c Coalesce) error {
 }
 
 // Features is ethtool -k.
-func (f *FakeEthtool) Features(iface string) (map[string]Feature, error) {
+func (f *Ethtool) Features(iface string) (map[string]knob.Feature, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.nic(iface)
@@ -244,10 +244,10 @@ func (f *FakeEthtool) Features(iface string) (map[string]Feature, error) {
 
 // SetFeatures is ethtool -K. Like the kernel, it silently keeps fixed
 // features as they are.
-func (f *FakeEthtool) SetFeatures(iface string, want map[string]bool) error {
-	return f.set(iface, "feature", func(n *FakeNIC) error {
+func (f *Ethtool) SetFeatures(iface string, want map[string]bool) error {
+	return f.set(iface, "feature", func(n *NIC) error {
 		if n.Features == nil {
-			return NotWritable(unix.EOPNOTSUPP)
+			return knob.NotWritable(unix.EOPNOTSUPP)
 		}
 		for name, on := range want {
 			ft, ok := n.Features[name]
@@ -264,7 +264,7 @@ func (f *FakeEthtool) SetFeatures(iface string, want map[string]bool) error {
 }
 
 // Stats is ethtool -S.
-func (f *FakeEthtool) Stats(iface string) (map[string]uint64, error) {
+func (f *Ethtool) Stats(iface string) (map[string]uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.nic(iface)
@@ -278,12 +278,12 @@ func (f *FakeEthtool) Stats(iface string) (map[string]uint64, error) {
 }
 
 // Snapshot returns a copy of every NIC's state, for before/after comparisons.
-func (f *FakeEthtool) Snapshot() map[string]FakeNIC {
+func (f *Ethtool) Snapshot() map[string]NIC {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := map[string]FakeNIC{}
+	out := map[string]NIC{}
 	for name, n := range f.NICs {
-		c := FakeNIC{Driver: n.Driver, Coalesce: maps.Clone(n.Coalesce), Features: maps.Clone(n.Features), Stats: maps.Clone(n.Stats)}
+		c := NIC{Driver: n.Driver, Coalesce: maps.Clone(n.Coalesce), Features: maps.Clone(n.Features), Stats: maps.Clone(n.Stats)}
 		if n.Channels != nil {
 			ch := *n.Channels
 			c.Channels = &ch

@@ -1,14 +1,15 @@
-// Package hostgen builds synthetic but realistic Linux hosts for tests and
-// benchmarks: a /proc, /sys, /etc, /boot and /lib/modules tree in the formats of
-// the kernel version being imitated, plus the lowlat-netlink.json that stands in
-// for netlink and ethtool. Every view of the topology comes from one model, so
-// NUMA nodes, SMT siblings, local_cpulist, msi_irqs, IRQ names and affinities
-// agree with each other the way they do on a real machine.
+// Package hostgen is test scaffolding (it lives under test/, beside vmtest, and
+// no production package imports it): it builds synthetic but realistic Linux
+// hosts for tests and benchmarks, a /proc, /sys, /etc, /boot and /lib/modules
+// tree in the formats of the kernel version being imitated, plus the
+// lowlat-netlink.json that stands in for netlink and ethtool. Every view of the
+// topology comes from one model, so NUMA nodes, SMT siblings, local_cpulist,
+// msi_irqs, IRQ names and affinities agree with each other the way they do on a
+// real machine.
 //
 // The committed fixture trees in internal/host/testdata/hosts are written by
-// this package (go test ./internal/host/hostgen -write-fixtures); the large
-// synthetic host is generated on demand with Synthetic256().Facts() or
-// WriteTree.
+// this package (go test ./test/hostgen -write-fixtures); the large synthetic
+// host is generated on demand with Synthetic256().Facts() or WriteTree.
 package hostgen
 
 import "github.com/lowlat/lowlat/internal/host"

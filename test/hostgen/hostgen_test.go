@@ -15,7 +15,7 @@ func TestWriteFixtures(t *testing.T) {
 		t.Skip("run with -write-fixtures to regenerate the committed trees")
 	}
 	for _, s := range Fixtures() {
-		dir := filepath.Join("..", "testdata", "hosts", s.Name)
+		dir := filepath.Join("..", "..", "internal", "host", "testdata", "hosts", s.Name)
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
