@@ -174,9 +174,6 @@ func (r *Reflector) releaseIP(addr netip.Addr, tcp bool) {
 	r.perIP[k]--
 }
 
-// Config returns the configuration in force, defaults filled in.
-func (r *Reflector) Config() ReflectorConfig { return r.cfg }
-
 // Listen binds TCP and UDP on the same address and port. With port 0 it picks a
 // port free for both. Sockets are created on the calling goroutine's thread, so
 // a caller locked into a network namespace gets them there.
@@ -265,14 +262,6 @@ func (r *Reflector) Serve(ctx context.Context) error {
 	r.connMu.Unlock()
 	r.wg.Wait()
 	return err
-}
-
-// ListenAndServe is Listen then Serve.
-func (r *Reflector) ListenAndServe(ctx context.Context, addr string) error {
-	if err := r.Listen(ctx, addr); err != nil {
-		return err
-	}
-	return r.Serve(ctx)
 }
 
 func (r *Reflector) logf(format string, args ...any) {
