@@ -115,9 +115,19 @@ type Reflector struct {
 	perIPMu sync.Mutex
 	perIP   map[perIPKey]int
 
+	// connMu guards conns and closed. serveTCP registers a connection (and
+	// adds it to wg) under it only while closed is false, so Serve, which
+	// sets closed and closes every registered connection under it, never
+	// misses one accepted while it shuts down.
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
+	closed bool
 	wg     sync.WaitGroup
+
+	// Test hooks, nil outside tests: hookAccepted runs when Accept has
+	// returned a connection, hookClosed when Serve has closed the
+	// connections it knew of.
+	hookAccepted, hookClosed func()
 
 	txOOB     [64]byte // the UDP goroutine's control message for replies
 	noTOSCmsg bool     // the kernel refused it once; UDP goroutine only
@@ -256,10 +266,14 @@ func (r *Reflector) Serve(ctx context.Context) error {
 	r.udp.Close()
 	r.tcp.Close()
 	r.connMu.Lock()
+	r.closed = true
 	for c := range r.conns {
 		c.Close()
 	}
 	r.connMu.Unlock()
+	if r.hookClosed != nil {
+		r.hookClosed()
+	}
 	r.wg.Wait()
 	return err
 }

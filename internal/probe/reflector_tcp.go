@@ -28,10 +28,22 @@ func (r *Reflector) serveTCP() error {
 		}
 		backoff = 0
 		r.st.tcpAccepted.Add(1)
+		if r.hookAccepted != nil {
+			r.hookAccepted()
+		}
+		// Register under the lock Serve closes connections under: once
+		// it has begun, a late arrival is closed here instead of running
+		// unseen (its handler could keep Serve waiting for as long as
+		// the test it asks for).
 		r.connMu.Lock()
+		if r.closed {
+			r.connMu.Unlock()
+			c.Close()
+			continue
+		}
 		r.conns[c] = struct{}{}
-		r.connMu.Unlock()
 		r.wg.Add(1)
+		r.connMu.Unlock()
 		go func() {
 			defer r.wg.Done()
 			r.handleTCP(c)
