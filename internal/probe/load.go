@@ -135,6 +135,17 @@ func diagnose(increaseMS float64, loaded Loss) string {
 	return "latency holds under load"
 }
 
+// capNote says when goodput reached the reflector's rate cap (kbit/s, 0:
+// none) in a direction: then the flows measured the cap, and may not have
+// filled the path, so the latency under load may not be the path's.
+func capNote(g Goodput, capKbit uint32) string {
+	c := float64(capKbit) / 1000
+	if c <= 0 || max(g.Up, g.Down) < 0.9*c {
+		return ""
+	}
+	return fmt.Sprintf("; goodput held at the reflector's cap of %s per direction for peers without a key (reflector --load-rate): the flows may not have filled the path", fmtRate(uint64(capKbit)*1000))
+}
+
 // Load measures idle latency, then latency while TCP flows saturate the path.
 // Everything is bounded: the flows end with the loaded phase.
 func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
@@ -282,9 +293,6 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.Goodput.Down = round3(float64(down.Load()) * 8 / 1e6 / flowTime)
 	}
 	res.ReflectorCap = round3(float64(capKbit) / 1000)
-	res.Diagnosis = diagnose(res.Increase, res.LoadedLoss)
-	if c := res.ReflectorCap; c > 0 && max(res.Goodput.Up, res.Goodput.Down) >= 0.9*c {
-		res.Diagnosis += fmt.Sprintf("; goodput held at the reflector's cap of %s per direction for peers without a key (reflector --load-rate): the flows may not have filled the path", fmtRate(uint64(capKbit)*1000))
-	}
+	res.Diagnosis = diagnose(res.Increase, res.LoadedLoss) + capNote(res.Goodput, capKbit)
 	return res, nil
 }

@@ -130,15 +130,37 @@ func TestIntegrationAllowLoadPaced(t *testing.T) {
 		t.Errorf("reflector cap in the result = %v, want %d", res.ReflectorCap, mbit)
 	}
 	// Two flows a direction share one cap. Loopback carries Gbit/s, so
-	// anything near the cap is the pacing; the sink's first receive
-	// buffer arrives unpaced, hence the margin above.
+	// anything near the cap is the pacing; the buffers a paced sink
+	// still fills arrive unpaced, hence the margin above, and a machine
+	// busy elsewhere can pace late, hence the one below.
 	for dir, g := range map[string]float64{"up": res.Goodput.Up, "down": res.Goodput.Down} {
-		if g < 0.7*mbit || g > 1.25*mbit {
+		if g < 0.5*mbit || g > 1.25*mbit {
 			t.Errorf("goodput %s %.1f Mbit/s, want about the cap of %d", dir, g, mbit)
 		}
 	}
-	if want := "goodput held at the reflector's cap of 16 Mbit/s per direction for peers without a key (reflector --load-rate)"; !strings.Contains(res.Diagnosis, want) {
-		t.Errorf("diagnosis %q lacks %q", res.Diagnosis, want)
+	if want := capNote(res.Goodput, mbit*1000); want == "" || !strings.HasSuffix(res.Diagnosis, want) {
+		t.Errorf("diagnosis %q, want it to end with the cap note %q", res.Diagnosis, want)
+	}
+}
+
+func TestCapNote(t *testing.T) {
+	const note = "; goodput held at the reflector's cap of 16 Mbit/s per direction for peers without a key (reflector --load-rate): the flows may not have filled the path"
+	for _, tt := range []struct {
+		name    string
+		g       Goodput
+		capKbit uint32
+		want    string
+	}{
+		{"no cap", Goodput{Up: 900, Down: 900}, 0, ""},
+		{"below 90 %", Goodput{Up: 14.3, Down: 10}, 16000, ""},
+		{"upload at the cap", Goodput{Up: 14.4, Down: 3}, 16000, note},
+		{"download at the cap", Goodput{Up: 0, Down: 16.4}, 16000, note},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := capNote(tt.g, tt.capKbit); got != tt.want {
+				t.Errorf("capNote(%+v, %d) = %q, want %q", tt.g, tt.capKbit, got, tt.want)
+			}
+		})
 	}
 }
 
