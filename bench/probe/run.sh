@@ -64,7 +64,9 @@ if [ -n "$BEFORE_REV" ]; then
 	B=$work/lowlat-before
 fi
 
-"$L" reflector --listen "127.0.0.1:$PORT" --min-interval 1ms --quiet 2>"$work/reflector.log" &
+# --max-conns-per-ip 0: the many-connections run holds $CONNS connections
+# from 127.0.0.1, past the default per-address cap of 64.
+"$L" reflector --listen "127.0.0.1:$PORT" --min-interval 1ms --max-conns-per-ip 0 --quiet 2>"$work/reflector.log" &
 pids+=($!); refl=$!
 if [ -n "$B" ]; then
 	"$B" reflector --listen "127.0.0.1:$BPORT" --min-interval 1ms --quiet 2>"$work/reflector-before.log" &

@@ -180,9 +180,9 @@ func TestProbeUDPDSCP(t *testing.T) {
 // probe load --dscp EF marks the UDP probes of both phases, and the loaded
 // phase's marking comes back in the result.
 func TestProbeLoadDSCP(t *testing.T) {
-	addr := startTestReflector(t, "")
+	addr := startTestReflector(t, "k") // a key: load is bulk
 	env, stdout, _ := testEnv()
-	if err := runProbe(context.Background(), env, []string{"load", addr, "--dscp", "EF", "--flows", "1", "--idle", "200ms", "--duration", "400ms", "--interval", "10ms"}); err != nil {
+	if err := runProbe(context.Background(), env, []string{"load", addr, "--key", "k", "--dscp", "EF", "--flows", "1", "--idle", "200ms", "--duration", "400ms", "--interval", "10ms"}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stdout.String(), "dscp sent EF, at the reflector EF, on replies EF") {

@@ -255,7 +255,10 @@ func runVariant(e *env, tmp string) (vr *VariantResult, err error) {
 }
 
 func startReflector(ctx context.Context, ns *NS) (string, func(), error) {
-	r := probe.NewReflector(probe.ReflectorConfig{MaxSessionsPerIP: -1})
+	// The lab's probes carry no key and run load flows and 1 MB CRR: allow
+	// bulk, uncapped, since the traffic stays inside the lab's namespaces
+	// and a rate cap would be measured instead of the emulated path.
+	r := probe.NewReflector(probe.ReflectorConfig{MaxSessionsPerIP: -1, AllowLoad: true, LoadRate: -1, LoadDuration: -1})
 	if err := ns.Do(func() error { return r.Listen(ctx, ServerAddr+":0") }); err != nil {
 		return "", nil, err
 	}

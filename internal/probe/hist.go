@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -112,3 +114,51 @@ func trimmedMean(h *hdrhistogram.Histogram, pct float64) float64 {
 }
 
 func fmtDur(ns int64) string { return time.Duration(ns).String() }
+
+// fmtBytes renders a size in bytes, in KiB or MiB when it is a whole number of them.
+func fmtBytes(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// fmtRate renders bits per second in the largest decimal unit that keeps
+// three significant digits.
+func fmtRate(bps uint64) string {
+	f := float64(bps)
+	switch {
+	case f >= 1e9:
+		return strconv.FormatFloat(f/1e9, 'g', 3, 64) + " Gbit/s"
+	case f >= 1e6:
+		return strconv.FormatFloat(f/1e6, 'g', 3, 64) + " Mbit/s"
+	case f >= 1e3:
+		return strconv.FormatFloat(f/1e3, 'g', 3, 64) + " kbit/s"
+	}
+	return strconv.FormatUint(bps, 10) + " bit/s"
+}
+
+// fmtDurShort is d without the zero units a round duration ends with
+// ("24h", "2m", "1m30s").
+func fmtDurShort(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// fmtPPS is the packet rate a minimum interval allows.
+func fmtPPS(minInterval time.Duration) string {
+	pps := float64(time.Second) / float64(minInterval)
+	if pps >= 1 {
+		return strconv.FormatFloat(math.Round(pps), 'f', -1, 64)
+	}
+	return strconv.FormatFloat(pps, 'g', 2, 64)
+}

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// bulkOK is a reflector without a key that allows the bulk modes with no
+// rate cap: for tests of the modes themselves, not of the limits.
+var bulkOK = ReflectorConfig{AllowLoad: true, LoadRate: -1}
+
 // startReflector runs a reflector on a free loopback port for the test.
 func startReflector(t *testing.T, cfg ReflectorConfig) *Reflector {
 	t.Helper()

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -47,6 +48,11 @@ type LoadResult struct {
 	// trimmed mean (slowest 5 % dropped) in ms.
 	RPM     float64 `json:"rpm"`
 	Goodput Goodput `json:"goodput_mbps"`
+	// ReflectorCap is the rate (Mbit/s) the reflector paced this client's
+	// flows to in each direction, when it set one (a reflector without a
+	// key, run with --allow-load). Goodput near it measured the cap, not
+	// the path.
+	ReflectorCap float64 `json:"reflector_cap_mbps,omitempty"`
 	// IdleLoss and LoadedLoss are the UDP probes' loss in each phase.
 	IdleLoss   Loss `json:"idle_loss"`
 	LoadedLoss Loss `json:"loaded_loss"`
@@ -129,6 +135,17 @@ func diagnose(increaseMS float64, loaded Loss) string {
 	return "latency holds under load"
 }
 
+// capNote says when goodput reached the reflector's rate cap (kbit/s, 0:
+// none) in a direction: then the flows measured the cap, and may not have
+// filled the path, so the latency under load may not be the path's.
+func capNote(g Goodput, capKbit uint32) string {
+	c := float64(capKbit) / 1000
+	if c <= 0 || max(g.Up, g.Down) < 0.9*c {
+		return ""
+	}
+	return fmt.Sprintf("; goodput held at the reflector's cap of %s per direction for peers without a key (reflector --load-rate): the flows may not have filled the path", fmtRate(uint64(capKbit)*1000))
+}
+
 // Load measures idle latency, then latency while TCP flows saturate the path.
 // Everything is bounded: the flows end with the loaded phase.
 func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
@@ -136,19 +153,35 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, configErr(err)
 	}
 	start := time.Now()
+	// Flows run a little longer than the loaded probe so it sees load only.
+	const ramp = 500 * time.Millisecond
+	flowDur := ramp + time.Duration(cfg.Duration) + 300*time.Millisecond
+	m := newMAC(cfg.Key)
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	// Ask for one flow first and drop it: a reflector that refuses load
+	// says so now, not after the idle phase.
+	mode := uint8(modeSink)
+	if !cfg.Upload {
+		mode = modeSource
+	}
+	c, _, err := dialHello(ctx, d, cfg.Target, &hello{Mode: mode, Nonce: randUint64(), Duration: int64(flowDur)}, m, 5*time.Second)
+	if err != nil {
+		var re *RefusedError
+		if errors.As(err, &re) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("load flow: %w", err)
+	}
+	c.Close()
 	probe := cfg.probe(cfg.Idle)
 	idle, err := UDP(ctx, probe)
 	if err != nil {
 		return nil, fmt.Errorf("idle phase: %w", err)
 	}
 
-	// Flows run a little longer than the loaded probe so it sees load only.
-	const ramp = 500 * time.Millisecond
-	flowDur := ramp + time.Duration(cfg.Duration) + 300*time.Millisecond
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := newMAC(cfg.Key)
-	d := &net.Dialer{Timeout: 5 * time.Second}
+	var capKbit uint32
 	type flow struct {
 		c    net.Conn
 		mode uint8
@@ -165,9 +198,16 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		}
 		for range cfg.Flows {
 			h := hello{Mode: mode, Nonce: randUint64(), Duration: int64(flowDur)}
-			c, _, err := dialHello(ctx, d, cfg.Target, &h, m, 5*time.Second)
+			c, acc, err := dialHello(ctx, d, cfg.Target, &h, m, 5*time.Second)
 			if err != nil {
 				return nil, fmt.Errorf("load flow: %w", err)
+			}
+			capKbit = max(capKbit, acc.capKbit)
+			if tc, ok := c.(*net.TCPConn); ok && mode == modeSink && acc.capKbit > 0 {
+				// The reflector reads at its cap: queue at most 100 ms
+				// of it here, so what the flow wrote and the reflector
+				// counts is what the cap let through during the flow.
+				_ = tc.SetWriteBuffer(max(64<<10, int(acc.capKbit)*1000/8/10))
 			}
 			flows = append(flows, flow{c, mode})
 		}
@@ -252,6 +292,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.Goodput.Up = round3(float64(up.Load()) * 8 / 1e6 / flowTime)
 		res.Goodput.Down = round3(float64(down.Load()) * 8 / 1e6 / flowTime)
 	}
-	res.Diagnosis = diagnose(res.Increase, res.LoadedLoss)
+	res.ReflectorCap = round3(float64(capKbit) / 1000)
+	res.Diagnosis = diagnose(res.Increase, res.LoadedLoss) + capNote(res.Goodput, capKbit)
 	return res, nil
 }

@@ -17,6 +17,15 @@ import (
 
 // ReflectorConfig bounds what a reflector will do for anyone who reaches it.
 // The zero value of each field means its default.
+//
+// Peers without a key (every peer of a reflector that has none) may use the
+// echo modes: UDP probes, and TCP rr whose response is no larger than its
+// request. They may also run CRR up to OpenResponse each way, at OpenRate per
+// client. The bulk modes (load sink and source, larger CRR) are refused,
+// unless AllowLoad: then they are allowed at LoadRate per client and
+// direction, a load flow at most LoadDuration. Key holders may use every
+// mode within the other limits, with no rate cap: the key is how an operator
+// says "mine", and the reflector is meant to measure the path, not itself.
 type ReflectorConfig struct {
 	// Key, when set, makes every UDP packet and TCP hello carry an HMAC-SHA256
 	// with this key; anything else is dropped without a reply.
@@ -33,9 +42,11 @@ type ReflectorConfig struct {
 	// nor multiply its token bucket by opening many.
 	MaxSessionsPerIP int
 	// MaxConnsPerIP caps concurrent TCP connections from one source address
-	// or IPv6 /64
-	// (0, the default: only MaxClients applies, since one client measuring
-	// thousands of connections is the point of probe tcp).
+	// or IPv6 /64 (default 64, negative: no cap). A connection counts from
+	// accept, before its hello says who is asking, so it binds key holders
+	// too: a cap that waited for the hello would leave connections that
+	// never send one unbounded. probe tcp with thousands of connections, or
+	// a loopback benchmark, needs it raised.
 	MaxConnsPerIP int
 	// MaxSize caps a UDP probe and a TCP request/response message (default 65507).
 	MaxSize int
@@ -45,6 +56,28 @@ type ReflectorConfig struct {
 	MaxDuration time.Duration
 	// IdleTimeout ends sessions and connections that stay silent (default 60s).
 	IdleTimeout time.Duration
+
+	// AllowLoad lets peers without a key use the bulk modes, within
+	// LoadRate and LoadDuration.
+	AllowLoad bool
+	// LoadRate caps, in bits per second per client (address or IPv6 /64)
+	// and direction, what a peer without a key moves in load flows and CRR
+	// when AllowLoad is set (default 100 Mbit/s; negative: no cap, for a
+	// lab whose traffic stays inside its own namespaces). Load flows are
+	// paced to it; a CRR transaction is refused while the client is over it.
+	LoadRate int64
+	// LoadDuration caps one load flow of a peer without a key, and the
+	// life of one of its CRR connections (default 2m; negative: only
+	// MaxDuration).
+	LoadDuration time.Duration
+	// OpenResponse caps a CRR request and response of a peer without a key
+	// when AllowLoad is off (default 64 KiB, at most MaxResponse).
+	OpenResponse int
+	// OpenRate caps, in bits per second per client and direction, the CRR
+	// bytes of a peer without a key when AllowLoad is off (default 1 Mbit/s;
+	// negative: no cap). A transaction is refused while the client is over it.
+	OpenRate int64
+
 	// Logf, when set, receives one line per notable event (refusals, errors).
 	Logf func(format string, args ...any)
 }
@@ -62,6 +95,9 @@ func (c *ReflectorConfig) setDefaults() {
 	if c.MaxSessionsPerIP == 0 {
 		c.MaxSessionsPerIP = 16
 	}
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = 64
+	}
 	if c.MaxSize <= 0 || c.MaxSize > maxUDPSize {
 		c.MaxSize = maxUDPSize
 	}
@@ -74,6 +110,65 @@ func (c *ReflectorConfig) setDefaults() {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = time.Minute
 	}
+	if c.LoadRate == 0 {
+		c.LoadRate = 100e6
+	}
+	if c.LoadDuration == 0 {
+		c.LoadDuration = 2 * time.Minute
+	}
+	if c.LoadDuration < 0 || c.LoadDuration > c.MaxDuration {
+		c.LoadDuration = c.MaxDuration
+	}
+	if c.OpenResponse <= 0 {
+		c.OpenResponse = 64 << 10
+	}
+	c.OpenResponse = min(c.OpenResponse, c.MaxResponse)
+	if c.OpenRate == 0 {
+		c.OpenRate = 1e6
+	}
+}
+
+// unauthRate is the rate cap (bits/s) on the CRR and load bytes of a peer
+// without a key; <= 0: none.
+func (c *ReflectorConfig) unauthRate() int64 {
+	if c.AllowLoad {
+		return c.LoadRate
+	}
+	return c.OpenRate
+}
+
+// Policy says in one line what a peer may do: for a reflector without a key,
+// what anyone who reaches it may do. lowlat reflector prints it at start-up.
+func (r *Reflector) Policy() string {
+	c := &r.cfg
+	udp := fmt.Sprintf("UDP echo ≤ %s packets/s per session, %s", fmtPPS(c.MinInterval), perAddr(c.MaxSessionsPerIP, "sessions"))
+	conns := perAddr(c.MaxConnsPerIP, "TCP connections")
+	tests := "tests ≤ " + fmtDurShort(c.MaxDuration)
+	if len(c.Key) > 0 {
+		return fmt.Sprintf("peers without the key get no answer; key holders may use every mode, with no rate cap: %s; %s; CRR ≤ %s each way; %s",
+			udp, conns, fmtBytes(uint64(c.MaxResponse)), tests)
+	}
+	s := "unauthenticated peers may: " + udp + "; TCP rr echo (replies no larger than requests); "
+	if !c.AllowLoad {
+		return s + fmt.Sprintf("CRR ≤ %s each way %s; %s; %s; bulk load (sink, source, larger CRR): refused (no --allow-load)",
+			fmtBytes(uint64(c.OpenResponse)), capText(c.OpenRate, "per address"), conns, tests)
+	}
+	return s + fmt.Sprintf("CRR ≤ %s each way; %s; %s; bulk load (sink, source, CRR): allowed (--allow-load) %s, ≤ %s per load flow",
+		fmtBytes(uint64(c.MaxResponse)), conns, tests, capText(c.LoadRate, "per address and direction"), fmtDurShort(c.LoadDuration))
+}
+
+func perAddr(n int, what string) string {
+	if n <= 0 {
+		return what + " per address uncapped"
+	}
+	return fmt.Sprintf("%d %s per address", n, what)
+}
+
+func capText(bitRate int64, per string) string {
+	if bitRate <= 0 {
+		return "with no rate cap"
+	}
+	return "at ≤ " + fmtRate(uint64(bitRate)) + " " + per
 }
 
 // ReflectorStats counts what a reflector has done since it started.
@@ -115,9 +210,24 @@ type Reflector struct {
 	perIPMu sync.Mutex
 	perIP   map[perIPKey]int
 
+	// connMu guards conns and closed. serveTCP registers a connection (and
+	// adds it to wg) under it only while closed is false, so Serve, which
+	// sets closed and closes every registered connection under it, never
+	// misses one accepted while it shuts down.
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
+	closed bool
+	done   chan struct{} // closed with closed set: paced streams stop waiting
 	wg     sync.WaitGroup
+
+	// unauth holds the per-client byte buckets of peers without a key
+	// (nil: no rate cap, or a key that every peer must hold).
+	unauth *clientBuckets
+
+	// Test hooks, nil outside tests: hookAccepted runs when Accept has
+	// returned a connection, hookClosed when Serve has closed the
+	// connections it knew of.
+	hookAccepted, hookClosed func()
 
 	txOOB     [64]byte // the UDP goroutine's control message for replies
 	noTOSCmsg bool     // the kernel refused it once; UDP goroutine only
@@ -126,12 +236,17 @@ type Reflector struct {
 // NewReflector returns a reflector with cfg's limits (defaults filled in).
 func NewReflector(cfg ReflectorConfig) *Reflector {
 	cfg.setDefaults()
-	return &Reflector{
+	r := &Reflector{
 		cfg:    cfg,
 		nonces: newNonceCache(1<<16, 10*time.Minute),
 		conns:  map[net.Conn]struct{}{},
+		done:   make(chan struct{}),
 		perIP:  map[perIPKey]int{},
 	}
+	if len(cfg.Key) == 0 {
+		r.unauth = newClientBuckets(cfg.unauthRate())
+	}
+	return r
 }
 
 type perIPKey struct {
@@ -173,9 +288,6 @@ func (r *Reflector) releaseIP(addr netip.Addr, tcp bool) {
 	}
 	r.perIP[k]--
 }
-
-// Config returns the configuration in force, defaults filled in.
-func (r *Reflector) Config() ReflectorConfig { return r.cfg }
 
 // Listen binds TCP and UDP on the same address and port. With port 0 it picks a
 // port free for both. Sockets are created on the calling goroutine's thread, so
@@ -259,20 +371,19 @@ func (r *Reflector) Serve(ctx context.Context) error {
 	r.udp.Close()
 	r.tcp.Close()
 	r.connMu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
 	for c := range r.conns {
 		c.Close()
 	}
 	r.connMu.Unlock()
+	if r.hookClosed != nil {
+		r.hookClosed()
+	}
 	r.wg.Wait()
 	return err
-}
-
-// ListenAndServe is Listen then Serve.
-func (r *Reflector) ListenAndServe(ctx context.Context, addr string) error {
-	if err := r.Listen(ctx, addr); err != nil {
-		return err
-	}
-	return r.Serve(ctx)
 }
 
 func (r *Reflector) logf(format string, args ...any) {

@@ -132,36 +132,42 @@ func localPortRange() (lo, hi int, ok bool) {
 	return lo, hi, err1 == nil && err2 == nil && hi >= lo
 }
 
-// dialHello connects, sends the hello (plus extra bytes in the same write) and,
-// unless skipStatus, reads the reflector's status. It turns the reflector's
-// silence (wrong key) and its refusals into clear errors.
-func dialHello(ctx context.Context, d *net.Dialer, target string, h *hello, m *mac, timeout time.Duration) (net.Conn, uint64, error) {
+// accepted is what a reflector's status says when it accepts a test.
+type accepted struct {
+	value   uint64 // the idle timeout, ns
+	capKbit uint32 // sink and source: the rate cap for this client and direction (0: none)
+}
+
+// dialHello connects, sends the hello and reads the reflector's status. It
+// turns the reflector's silence (wrong key) and its refusals into clear
+// errors.
+func dialHello(ctx context.Context, d *net.Dialer, target string, h *hello, m *mac, timeout time.Duration) (net.Conn, accepted, error) {
 	conn, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
-		return nil, 0, dialError(target, err)
+		return nil, accepted{}, dialError(target, err)
 	}
 	var hb [helloLen + macLen]byte
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write(encodeHello(hb[:], h, m)); err != nil {
 		conn.Close()
-		return nil, 0, fmt.Errorf("tcp %s: send hello: %w", target, err)
+		return nil, accepted{}, fmt.Errorf("tcp %s: send hello: %w", target, err)
 	}
 	var sb [statusLen]byte
 	if _, err := io.ReadFull(conn, sb[:]); err != nil {
 		conn.Close()
-		return nil, 0, noReply(target, err)
+		return nil, accepted{}, noReply(target, err)
 	}
 	code, value, err := decodeStatus(sb[:])
 	if err != nil {
 		conn.Close()
-		return nil, 0, fmt.Errorf("tcp %s: not a lowlat reflector (%v)", target, err)
+		return nil, accepted{}, fmt.Errorf("tcp %s: not a lowlat reflector (%v)", target, err)
 	}
 	if code != 0 {
 		conn.Close()
-		return nil, 0, &RefusedError{Code: int(code), Limit: value}
+		return nil, accepted{}, &RefusedError{Code: int(code), Limit: value}
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return conn, value, nil
+	return conn, accepted{value, statusCap(sb[:])}, nil
 }
 
 // noReply explains a connection the reflector closed or never answered on.
@@ -354,12 +360,12 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	err := dialAll(ctx, cfg.Connections, func(ctx context.Context, i int) error {
 		t := time.Now()
 		h := hello{Mode: modeRR, Flags: flags, ReqSize: uint32(cfg.Size), RespSize: uint32(cfg.Size), Nonce: randUint64(), Duration: int64(cfg.Duration)}
-		c, idle, err := dialHello(ctx, d, cfg.Target, &h, m, timeout)
+		c, acc, err := dialHello(ctx, d, cfg.Target, &h, m, timeout)
 		if err != nil {
 			return err
 		}
 		connectH.record(i, int64(time.Since(t)))
-		idleTimeout.Store(idle)
+		idleTimeout.Store(acc.value)
 		if tc, ok := c.(*net.TCPConn); ok {
 			if err := tc.SetNoDelay(cfg.NoDelay); err != nil {
 				c.Close()

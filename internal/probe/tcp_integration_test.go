@@ -188,7 +188,7 @@ func TestHelperReflector(t *testing.T) {
 	if os.Getenv("LOWLAT_TEST_REFLECTOR") != "1" {
 		t.Skip("helper process only")
 	}
-	r := NewReflector(ReflectorConfig{MinInterval: time.Millisecond})
+	r := NewReflector(ReflectorConfig{MinInterval: time.Millisecond, MaxConnsPerIP: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := r.Listen(ctx, "127.0.0.1:0"); err != nil {
@@ -203,7 +203,7 @@ func TestHelperReflector(t *testing.T) {
 }
 
 func TestIntegrationCRRBytesExact(t *testing.T) {
-	r := startReflector(t, ReflectorConfig{})
+	r := startReflector(t, bulkOK)
 	const count = 20
 	res, err := CRR(testCtx(t, 30*time.Second), CRRConfig{Target: r.Addr(), Request: 1000, Response: 300000, Count: count, Duration: Duration(20 * time.Second)})
 	if err != nil {
@@ -239,7 +239,7 @@ func TestIntegrationCRRBytesExact(t *testing.T) {
 }
 
 func TestIntegrationLoad(t *testing.T) {
-	r := startReflector(t, ReflectorConfig{})
+	r := startReflector(t, bulkOK)
 	res, err := Load(testCtx(t, 30*time.Second), LoadConfig{Target: r.Addr(), Flows: 2, Idle: Duration(time.Second), Duration: Duration(2 * time.Second), Interval: Duration(10 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestIntegrationLoad(t *testing.T) {
 
 // Parallel loops keep byte counts exact on both ends, with odd sizes too.
 func TestIntegrationCRRParallelBytesExact(t *testing.T) {
-	r := startReflector(t, ReflectorConfig{})
+	r := startReflector(t, bulkOK)
 	var wantIn, wantOut int64
 	for _, tc := range []struct{ par, count, req, resp int }{
 		{8, 64, 1000, 300000},

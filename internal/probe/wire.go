@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"time"
 )
 
 // Wire format, version 1. Everything is big-endian. docs/probe.md has the tables.
@@ -61,6 +62,15 @@ const (
 	refuseMode     = 5 // unknown TCP mode
 	refusePerIP    = 6 // UDP sessions from this address at max-sessions-per-ip
 	refuseConnsIP  = 7 // TCP connections from this address at max-conns-per-ip
+
+	// Refusals of a peer without a key (see ReflectorConfig.AllowLoad).
+	// Clients older than these codes print them as "reflector refused
+	// (code N, limit L)" and stop: a clean failure, never a hang.
+	refuseLoad         = 8  // sink or source, and load not allowed
+	refuseOpenSize     = 9  // CRR request or response above OpenResponse, load not allowed
+	refuseEcho         = 10 // rr response larger than its request (limit: the request size)
+	refuseRate         = 11 // the client's bytes are over the rate (limit: bits/s)
+	refuseLoadDuration = 12 // sink or source longer than LoadDuration
 )
 
 // RefusedError is returned when the reflector answers but declines the test.
@@ -85,6 +95,16 @@ func (e *RefusedError) Error() string {
 		return fmt.Sprintf("reflector refused: %d UDP sessions already open from this address (reflector --max-sessions-per-ip %d)", e.Limit, e.Limit)
 	case refuseConnsIP:
 		return fmt.Sprintf("reflector refused: %d TCP connections already open from this address (reflector --max-conns-per-ip %d)", e.Limit, e.Limit)
+	case refuseLoad:
+		return "reflector refused load: bulk modes need a key or --allow-load on the reflector"
+	case refuseOpenSize:
+		return fmt.Sprintf("reflector refused: CRR requests and responses above %s are bulk; they need a key or --allow-load on the reflector", fmtBytes(e.Limit))
+	case refuseEcho:
+		return fmt.Sprintf("reflector refused: without a key an rr response may not be larger than its request (%d bytes)", e.Limit)
+	case refuseRate:
+		return fmt.Sprintf("reflector refused: this address is over the reflector's rate of %s for peers without a key; lower --rate, or use a key", fmtRate(e.Limit))
+	case refuseLoadDuration:
+		return fmt.Sprintf("reflector refused load: longer than its maximum of %s for peers without a key (reflector --load-duration)", fmtDurShort(time.Duration(e.Limit)))
 	}
 	return fmt.Sprintf("reflector refused (code %d, limit %d)", e.Code, e.Limit)
 }
@@ -304,7 +324,9 @@ func encodeUDP(b []byte, p *packet, m *mac) {
 //	0  2  magic "LL"
 //	2  1  version
 //	3  1  code (0 ok, else a refusal code)
-//	4  4  reserved
+//	4  4  sink and source accepted: the reflector's rate cap for this
+//	      client and direction in kbit/s (0: none); else reserved (0).
+//	      Older clients ignore these bytes.
 //	8  8  ok: the reflector's idle timeout in ns; refusal: the limit
 const (
 	helloLen  = 40
@@ -391,6 +413,15 @@ func encodeStatus(b []byte, code uint8, value uint64) []byte {
 	binary.BigEndian.PutUint64(b[8:], value)
 	return b
 }
+
+// putStatusCap writes a sink or source status's rate cap (kbit/s).
+func putStatusCap(b []byte, kbit uint32) []byte {
+	binary.BigEndian.PutUint32(b[4:], kbit)
+	return b
+}
+
+// statusCap reads it back.
+func statusCap(b []byte) uint32 { return binary.BigEndian.Uint32(b[4:]) }
 
 func decodeStatus(b []byte) (code uint8, value uint64, err error) {
 	if len(b) < statusLen {
