@@ -87,10 +87,10 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 	}
 	var locked *journal.LockedError
 	if errors.As(err, &locked) {
-		mode = -1
 		rep.Locked = locked.Holder.String()
 		j, err = journal.Peek(e.JournalPath)
 	}
+	settle := err == nil && mode == journal.ReadWrite && rep.Locked == ""
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 		return nil, err
 	}
 	st := before
-	if mode == journal.ReadWrite {
+	if settle {
 		res, err := e.settle(ctx, j)
 		if res != nil {
 			rep.Notes = append(rep.Notes, res.Notes...)
@@ -116,6 +116,10 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 		}
 	} else {
 		for _, t := range st.Incomplete() {
+			if rep.Locked != "" {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("transaction %s is unfinished: %s may be applying or rolling it back right now", t.ID, rep.Locked))
+				continue
+			}
 			rep.Notes = append(rep.Notes, fmt.Sprintf("transaction %s was interrupted; run 'lowlat rollback' as root to restore it", t.ID))
 		}
 		if st.Torn != nil {
