@@ -110,6 +110,32 @@ func (w *world) mustRun(args ...string) result {
 	return r
 }
 
+// resetRootQdisc deletes up0's root qdisc, so the kernel attaches its default
+// again, as after a reboot.
+func (w *world) resetRootQdisc() {
+	w.t.Helper()
+	if err := w.ns.Do(func() error {
+		l, err := netlink.LinkByName("up0")
+		if err != nil {
+			return err
+		}
+		qs, err := netlink.QdiscList(l)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Attrs().Parent == netlink.HANDLE_ROOT {
+				if err := netlink.QdiscDel(q); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 func (w *world) snapshot() string { return w.ns.Snapshot(w.t, "up0") }
 
 // THP is host-global: a namespaced test must not touch it.
@@ -463,18 +489,7 @@ func TestIntegrationPersistAndBoot(t *testing.T) {
 	}
 	// Pretend a reboot: the qdiscs are back to the kernel default.
 	applied := w.snapshot()
-	if err := w.ns.Do(func() error {
-		l, _ := netlink.LinkByName("up0")
-		qs, _ := netlink.QdiscList(l)
-		for _, q := range qs {
-			if q.Attrs().Parent == netlink.HANDLE_ROOT {
-				netlink.QdiscDel(q)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	w.resetRootQdisc()
 	if r := w.run(nil, "status"); r.code != 3 {
 		t.Fatalf("status after the qdisc reset: exit %d\n%s", r.code, r.stdout)
 	}
@@ -521,18 +536,7 @@ func TestIntegrationConfirmPersistBoot(t *testing.T) {
 	}
 	// Pretend a reboot: the watchdog died with it, the qdiscs went back.
 	stopWatchdogOf(t, w.journal, res.Txn)
-	if err := w.ns.Do(func() error {
-		l, _ := netlink.LinkByName("up0")
-		qs, _ := netlink.QdiscList(l)
-		for _, q := range qs {
-			if q.Attrs().Parent == netlink.HANDLE_ROOT {
-				netlink.QdiscDel(q)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	w.resetRootQdisc()
 	r := w.run([]string{"LOWLAT_TEST_BOOT_ID=another-boot"}, "boot")
 	if r.code != 0 || !strings.Contains(r.stdout, "rolled back transaction "+res.Txn) {
 		t.Fatalf("boot: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -229,27 +229,7 @@ func TestRebootVolatileOnlyIsLost(t *testing.T) {
 func TestConfirmPersistNeverReappliedAtBoot(t *testing.T) {
 	h := newHost(t)
 	ctx := context.Background()
-	e := h.engine("boot-1")
-	id := e.NewID()
-	changes := mixed()
-	var settings []persist.Setting
-	for _, c := range changes {
-		settings = append(settings, persist.Setting{Knob: c.Knob, Value: c.Value})
-	}
-	o := persist.Options{ID: id, Profile: "game-udp", Exe: "/usr/bin/lowlat", Journal: h.jp, Systemd: true}
-	files, _ := persist.Changes(settings, o)
-	guard, _ := persist.Guard(settings, o)
-	for _, g := range guard {
-		changes = append(changes, txn.Change{Knob: g.Knob, Value: g.Value})
-	}
-	var deferred []journal.Change
-	for _, f := range files {
-		deferred = append(deferred, journal.Change{Knob: f.Knob, Value: f.Value})
-	}
-	deadline := h.now.Add(10 * time.Minute)
-	if _, err := e.ApplyAs(ctx, id, changes, journal.Meta{Profile: "game-udp", Persist: true, ConfirmBy: &deadline, Deferred: deferred}); err != nil {
-		t.Fatal(err)
-	}
+	id, _ := applyConfirmPersist(t, h, h.engine("boot-1"))
 	sysctlFile := strings.TrimPrefix(persist.SysctlFile(id), "/")
 	if h.exists(sysctlFile) {
 		t.Fatal("the sysctl.d file of an unconfirmed transaction was written: systemd-sysctl would apply it at boot")
@@ -284,27 +264,15 @@ func TestConfirmPersistThenBoot(t *testing.T) {
 	h := newHost(t)
 	ctx := context.Background()
 	e := h.engine("boot-1")
-	id := e.NewID()
-	changes := mixed()
-	var settings []persist.Setting
-	for _, c := range changes {
-		settings = append(settings, persist.Setting{Knob: c.Knob, Value: c.Value})
-	}
-	files, _ := persist.Changes(settings, persist.Options{ID: id, Exe: "/usr/bin/lowlat", Journal: h.jp, Systemd: true})
-	var deferred []journal.Change
-	for _, f := range files {
-		deferred = append(deferred, journal.Change{Knob: f.Knob, Value: f.Value})
-	}
-	deadline := h.now.Add(10 * time.Minute)
-	if _, err := e.ApplyAs(ctx, id, changes, journal.Meta{Persist: true, ConfirmBy: &deadline, Deferred: deferred}); err != nil {
-		t.Fatal(err)
-	}
+	id, files := applyConfirmPersist(t, h, e)
 	cres, err := e.Confirm(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cres.Txn != id || len(cres.Changed) != len(files) {
-		t.Errorf("confirm wrote %d of %d deferred files", len(cres.Changed), len(files))
+	// The boot unit is in the transaction already (the guard): confirm
+	// writes the rest.
+	if cres.Txn != id || len(cres.Changed) != len(files)-2 {
+		t.Errorf("confirm wrote %d of the %d deferred files that were not written yet", len(cres.Changed), len(files)-2)
 	}
 	sysctlFile := strings.TrimPrefix(persist.SysctlFile(id), "/")
 	if !strings.Contains(h.read(sysctlFile), "net.core.somaxconn = 1024") {
@@ -338,6 +306,33 @@ func TestConfirmPersistThenBoot(t *testing.T) {
 			t.Errorf("rollback left %s", p)
 		}
 	}
+}
+
+// applyConfirmPersist applies mixed() as 'apply --confirm 10m --persist'
+// does: the guard unit in the transaction, the persistence files deferred.
+func applyConfirmPersist(t *testing.T, h *fakeHost, e *txn.Engine) (string, []persist.Change) {
+	t.Helper()
+	id := e.NewID()
+	changes := mixed()
+	var settings []persist.Setting
+	for _, c := range changes {
+		settings = append(settings, persist.Setting{Knob: c.Knob, Value: c.Value})
+	}
+	o := persist.Options{ID: id, Profile: "game-udp", Exe: "/usr/bin/lowlat", Journal: h.jp, Systemd: true}
+	files, _ := persist.Changes(settings, o)
+	guard, _ := persist.Guard(settings, o)
+	for _, g := range guard {
+		changes = append(changes, txn.Change{Knob: g.Knob, Value: g.Value})
+	}
+	var deferred []journal.Change
+	for _, f := range files {
+		deferred = append(deferred, journal.Change{Knob: f.Knob, Value: f.Value})
+	}
+	deadline := h.now.Add(10 * time.Minute)
+	if _, err := e.ApplyAs(context.Background(), id, changes, journal.Meta{Profile: "game-udp", Persist: true, ConfirmBy: &deadline, Deferred: deferred}); err != nil {
+		t.Fatal(err)
+	}
+	return id, files
 }
 
 // TestConfirmDeferredFailure: a deferred file that cannot be written undoes
