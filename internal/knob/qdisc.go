@@ -51,7 +51,9 @@ func QdiscSatisfied(live, desired string) bool {
 	return qdisc.Satisfies(l, d)
 }
 
-// QdiscSame is exact equality, including the kernel-default marker.
+// QdiscSame is exact equality (qdisc.Equal): for two values read by this
+// lowlat, every option, preserved attribute, size table and handle must match;
+// a value journaled by an older lowlat is compared on what it recorded.
 func QdiscSame(a, b string) bool {
 	if a == Absent || b == Absent {
 		return a == b
@@ -70,8 +72,8 @@ func ValidateQdisc(v string, ingress bool) error {
 	if err != nil {
 		return err
 	}
-	if s.Unmanaged {
-		return fmt.Errorf("%q describes a configuration lowlat cannot recreate", v)
+	if !s.Managed() {
+		return fmt.Errorf("%q is marked @unmanaged: lowlat cannot recreate it exactly", v)
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ type Class struct {
 	Parent  uint32
 	Kind    string
 	Opts    map[string]string
+	// Unmanaged marks a class lowlat cannot write back as it is.
+	Unmanaged bool
 }
 
 // Tree is the assembled qdisc configuration of one interface.
@@ -68,6 +70,7 @@ func Assemble(entries []Entry, classes []Class, up bool) Tree {
 	t.RootStats = root.Stats
 	t.Root = root.Spec
 	t.Root.Default = root.Handle == 0 && root.Spec.Kind != ""
+	t.Root.Handle = root.Handle
 	major := root.Handle >> 16
 
 	// Qdiscs hanging below the root (mq children, a shaper's leaf, anything else).
@@ -87,11 +90,7 @@ func Assemble(entries []Entry, classes []Class, up bool) Tree {
 		t.Root = assembleShaper(t.Root, entries, classes, root.Handle)
 	case "tbf":
 		if leaf := findParent(entries, root.Handle|1); leaf != nil {
-			s := leaf.Spec
-			s.Default = false
-			if hasBelow(entries, leaf.Handle) {
-				s.Unmanaged = true
-			}
+			s := leafSpec(entries, *leaf)
 			t.Root.Leaf = &s
 		}
 	default:
@@ -110,6 +109,7 @@ func mqChildren(below []Entry, major uint32) []Spec {
 		s := e.Spec
 		// The kernel attaches mq's default children with handle 0.
 		s.Default = e.Handle == 0
+		s.Handle = e.Handle
 		byMinor[minor] = s
 		maxMinor = max(maxMinor, minor)
 	}
@@ -137,7 +137,7 @@ func assembleShaper(root Spec, entries []Entry, classes []Class, handle uint32) 
 		}
 	}
 	def := root.Opts["default"]
-	if len(mine) != 1 || mine[0].Handle != handle|1 || mine[0].Parent != HandleRoot || (def != "" && def != "1") {
+	if len(mine) != 1 || mine[0].Handle != handle|1 || mine[0].Parent != HandleRoot || (def != "" && def != "1") || mine[0].Unmanaged {
 		out.Opts = root.Opts
 		out.Unmanaged = true
 		return out
@@ -148,15 +148,26 @@ func assembleShaper(root Spec, entries []Entry, classes []Class, handle uint32) 
 	if r2q, ok := root.Opts["r2q"]; ok && r2q != "10" {
 		out.Opts["r2q"] = r2q
 	}
+	if v, ok := root.Opts["direct_qlen"]; ok {
+		out.Opts["direct_qlen"] = v
+	}
 	if leaf := findParent(entries, handle|1); leaf != nil {
-		s := leaf.Spec
-		s.Default = false
-		if hasBelow(entries, leaf.Handle) {
-			s.Unmanaged = true
-		}
+		s := leafSpec(entries, *leaf)
 		out.Leaf = &s
 	}
 	return out
+}
+
+// leafSpec is the spec of a shaper's leaf qdisc: its own handle, and unmanaged
+// when something hangs below it.
+func leafSpec(entries []Entry, leaf Entry) Spec {
+	s := leaf.Spec
+	s.Default = false
+	s.Handle = leaf.Handle
+	if hasBelow(entries, leaf.Handle) {
+		s.Unmanaged = true
+	}
+	return s
 }
 
 func findParent(entries []Entry, parent uint32) *Entry {

@@ -1,8 +1,12 @@
 package qdisc
 
 import (
+	"bytes"
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +18,20 @@ type Spec struct {
 	Kind string
 	// Opts holds canonical option values by canonical key (see Kinds).
 	Opts map[string]string
+	// Attrs are attributes of the kernel's TCA_OPTIONS that no option
+	// reproduces exactly (an attribute lowlat does not model, or one whose
+	// value the options cannot express), kept byte for byte and written back
+	// as they are: "attr 10:ff010000" is attribute type 10 (fq's orphan_mask)
+	// with its payload in hex. An attribute here replaces whatever the options
+	// would encode for that type.
+	Attrs []Attr
+	// Stab is the size table spec (TCA_STAB's struct tc_sizespec) set with
+	// "tc qdisc ... stab overhead N linklayer atm"; nil when there is none.
+	Stab []byte
+	// Handle is the qdisc's handle as the kernel reported it, 0 when not
+	// recorded (a desired value, or one journaled by an older lowlat). A
+	// recorded handle is recreated as it was.
+	Handle uint32
 	// Default marks a qdisc attached by the kernel itself (handle 0:).
 	Default bool
 	// Unmanaged marks a configuration lowlat can read but cannot recreate (an htb
@@ -24,6 +42,13 @@ type Spec struct {
 	Leaf *Spec
 	// Children are the per-tx-queue qdiscs of mq, in queue order.
 	Children []Spec
+}
+
+// Attr is one netlink attribute kept verbatim: its type (flag bits included)
+// and its payload in the kernel's byte order.
+type Attr struct {
+	Type uint16
+	Data []byte
 }
 
 // ptype is the type of an option value.
@@ -38,6 +63,7 @@ const (
 	tWord    // one of words' values
 	tPercent // "1%" or "0.5%"
 	tPriomap // 16 band numbers
+	tHex     // bytes in hex, for a group of struct fields kept together
 )
 
 // param is one option of a kind: its canonical key, type, the keywords that set
@@ -50,6 +76,11 @@ type param struct {
 	// fuzzy values are recomputed by the kernel (tbf burst lives in timer ticks),
 	// so compare within 1 %.
 	fuzzy bool
+	// detail options were added when lowlat started to record qdiscs exactly.
+	// Values journaled before that never carry them, so they are compared
+	// only between two exact values (see Equal) or when a desired value names
+	// them.
+	detail bool
 }
 
 type kind struct {
@@ -104,6 +135,9 @@ var Kinds = map[string]kind{
 		{key: "low_rate_threshold", typ: tRate},
 		{key: "ce_threshold", typ: tTime},
 		{key: "horizon", typ: tTime},
+		{key: "horizon_drop", typ: tWord, words: onOff("horizon_drop", "horizon_cap"), detail: true},
+		{key: "orphan_mask", typ: tUint, detail: true},
+		{key: "timer_slack", typ: tTime, detail: true},
 	}},
 	"cake": {create: true, params: []param{
 		{key: "bandwidth", typ: tRate, words: map[string]string{"unlimited": "0bit"}},
@@ -130,6 +164,9 @@ var Kinds = map[string]kind{
 		{key: "limit", typ: tSize, fuzzy: true},
 		{key: "peakrate", typ: tRate},
 		{key: "mtu", typ: tSize, aliases: []string{"minburst"}},
+		{key: "overhead", typ: tUint, detail: true},
+		{key: "mpu", typ: tUint, detail: true},
+		{key: "linklayer", typ: tWord, words: map[string]string{"atm": "atm", "ethernet": "ethernet"}, detail: true},
 	}},
 	"htb": {create: true, leaf: true, params: []param{
 		{key: "rate", typ: tRate},
@@ -138,6 +175,17 @@ var Kinds = map[string]kind{
 		{key: "cburst", typ: tSize, fuzzy: true},
 		{key: "quantum", typ: tSize},
 		{key: "r2q", typ: tUint},
+		{key: "prio", typ: tUint, detail: true},
+		{key: "overhead", typ: tUint, detail: true},
+		{key: "mpu", typ: tUint, detail: true},
+		{key: "linklayer", typ: tWord, words: map[string]string{"atm": "atm", "ethernet": "ethernet"}, detail: true},
+		{key: "direct_qlen", typ: tUint, detail: true},
+		// default is the class unclassified packets go to (lowlat's shaper
+		// uses 1); shown for htb trees lowlat did not make.
+		{key: "default", typ: tUint, detail: true},
+		// parms is the class's parameter block verbatim, recorded when the
+		// options above cannot reproduce it (see decodeHTBClass).
+		{key: "parms", typ: tHex, detail: true},
 	}},
 	"netem": {create: true, params: []param{
 		{key: "delay", typ: tTime, aliases: []string{"latency"}},
@@ -148,6 +196,8 @@ var Kinds = map[string]kind{
 		{key: "reorder", typ: tPercent},
 		{key: "rate", typ: tRate},
 		{key: "limit", typ: tUint},
+		{key: "gap", typ: tUint, detail: true},
+		{key: "ecn", typ: tWord, words: map[string]string{"ecn": "on"}, detail: true},
 	}},
 	"prio": {create: true, params: []param{
 		{key: "bands", typ: tUint},
@@ -158,6 +208,13 @@ var Kinds = map[string]kind{
 		{key: "quantum", typ: tSize},
 		{key: "limit", typ: tUint},
 		{key: "divisor", typ: tUint},
+		{key: "flows", typ: tUint, detail: true},
+		{key: "depth", typ: tUint, detail: true},
+		{key: "headdrop", typ: tWord, words: map[string]string{"headdrop": "on"}, detail: true},
+		// red is sfq's RED configuration as the kernel reports it (qth_min,
+		// qth_max, Wlog, Plog, Scell_log, flags, max_P), kept together
+		// because tc computes it from inputs (avpkt, burst) it does not keep.
+		{key: "red", typ: tHex, detail: true},
 	}},
 }
 
@@ -210,6 +267,16 @@ func (s Spec) write(b *strings.Builder) {
 	sort.Strings(extra)
 	for _, key := range extra {
 		fmt.Fprintf(b, " %s %s", key, s.Opts[key])
+	}
+	for _, a := range sortedAttrs(s.Attrs) {
+		fmt.Fprintf(b, " attr %d:%s", a.Type, hex.EncodeToString(a.Data))
+	}
+	if s.Stab != nil {
+		fmt.Fprintf(b, " stab %s", hex.EncodeToString(s.Stab))
+	}
+	if s.Handle != 0 {
+		b.WriteString(" handle ")
+		b.WriteString(FormatHandle(s.Handle))
 	}
 	if s.Default {
 		b.WriteString(" @default")
@@ -325,6 +392,14 @@ func (p *parser) spec() (Spec, error) {
 		case "@unmanaged":
 			s.Unmanaged = true
 			continue
+		case "attr", "stab", "handle":
+			if p.done() {
+				return Spec{}, fmt.Errorf("%s: %s needs a value", name, t)
+			}
+			if err := s.setExact(t, p.next()); err != nil {
+				return Spec{}, fmt.Errorf("%s: %w", name, err)
+			}
+			continue
 		case "leaf":
 			if !k.leaf {
 				return Spec{}, fmt.Errorf("%s: takes no leaf qdisc", name)
@@ -354,6 +429,48 @@ func (p *parser) spec() (Spec, error) {
 		s.Opts = nil
 	}
 	return s, nil
+}
+
+// setExact parses the value of one of the keywords that only values read from
+// the kernel carry: "attr TYPE:HEX", "stab HEX", "handle MAJOR:".
+func (s *Spec) setExact(keyword, v string) error {
+	switch keyword {
+	case "attr":
+		typ, data, ok := strings.Cut(v, ":")
+		t, err := strconv.ParseUint(typ, 10, 16)
+		if !ok || err != nil {
+			return fmt.Errorf("bad attr %q (want TYPE:HEX, e.g. 10:ff010000)", v)
+		}
+		b, err := hex.DecodeString(data)
+		if err != nil {
+			return fmt.Errorf("bad attr %q: %v", v, err)
+		}
+		for _, a := range s.Attrs {
+			if a.Type == uint16(t) {
+				return fmt.Errorf("attr %d given twice", t)
+			}
+		}
+		s.Attrs = append(s.Attrs, Attr{Type: uint16(t), Data: b})
+	case "stab":
+		b, err := hex.DecodeString(v)
+		if err != nil || len(b) == 0 {
+			return fmt.Errorf("bad stab %q (want the size table spec in hex)", v)
+		}
+		s.Stab = b
+	case "handle":
+		h, err := ParseHandle(v)
+		if err != nil || h == 0 || h&0xffff != 0 || h >= HandleIngress&0xffff0000 {
+			return fmt.Errorf("bad handle %q (want a qdisc handle such as 8001:)", v)
+		}
+		s.Handle = h
+	}
+	return nil
+}
+
+func sortedAttrs(attrs []Attr) []Attr {
+	out := slices.Clone(attrs)
+	slices.SortStableFunc(out, func(a, b Attr) int { return int(a.Type) - int(b.Type) })
+	return out
 }
 
 func (p *parser) block() (Spec, error) {
@@ -525,6 +642,12 @@ func canon(typ ptype, raw string) (string, error) {
 		return strconv.FormatFloat(v, 'f', -1, 64) + "%", nil
 	case tWord:
 		return raw, nil
+	case tHex:
+		b, err := hex.DecodeString(raw)
+		if err != nil || len(b) == 0 {
+			return "", fmt.Errorf("bad hex value %q", raw)
+		}
+		return hex.EncodeToString(b), nil
 	}
 	return "", fmt.Errorf("bad value %q", raw)
 }
@@ -562,13 +685,25 @@ func paramNames(k kind) []string {
 // Satisfies reports whether live meets desired: same kind, every option desired
 // names has the same value live (options desired leaves out may be anything), and
 // the same for the leaf and each child. A desired mq child list of length one
-// applies to every live child.
+// applies to every live child. A handle, preserved attributes or a size table in
+// desired must be the same live.
 func Satisfies(live, desired Spec) bool {
 	if live.Kind != desired.Kind || live.Unmanaged {
 		return false
 	}
 	if desired.Default && !live.Default {
 		return false
+	}
+	if desired.Handle != 0 && live.Handle != desired.Handle {
+		return false
+	}
+	if desired.Stab != nil && !bytes.Equal(live.Stab, desired.Stab) {
+		return false
+	}
+	for _, a := range desired.Attrs {
+		if i := slices.IndexFunc(live.Attrs, func(l Attr) bool { return l.Type == a.Type }); i < 0 || !bytes.Equal(live.Attrs[i].Data, a.Data) {
+			return false
+		}
 	}
 	k := Kinds[desired.Kind]
 	want := normalize(desired)
@@ -607,8 +742,104 @@ func Satisfies(live, desired Spec) bool {
 
 // Equal reports whether two specs are the same configuration, including the
 // default marker (used to verify a restore).
+//
+// Two exact values (both read from the kernel by this lowlat: see Exact) are
+// equal only when everything they record is: every option, preserved
+// attribute, size table and handle, and the same of the leaf and of each
+// child. The decoder renders a kernel state in exactly one way, so equal text
+// means an equal qdisc. A value journaled by an older lowlat records less; it
+// equals a live value that has what it records, the older way: its options
+// both ways (times and bursts within the kernel's rounding), and nothing of
+// what it could not record.
 func Equal(a, b Spec) bool {
-	return Satisfies(a, b) && Satisfies(b, a) && a.Default == b.Default
+	if a.Unmanaged || b.Unmanaged || a.Kind != b.Kind || a.Default != b.Default {
+		return false
+	}
+	if !a.Exact() || !b.Exact() {
+		x, y := legacy(a), legacy(b)
+		if !Satisfies(x, y) || !Satisfies(y, x) {
+			return false
+		}
+		// Satisfies lets one desired child stand for all; Equal pairs them.
+		if len(a.Children) != len(b.Children) || (a.Leaf == nil) != (b.Leaf == nil) {
+			return false
+		}
+		if a.Leaf != nil && !Equal(*a.Leaf, *b.Leaf) {
+			return false
+		}
+		for i := range a.Children {
+			if !Equal(a.Children[i], b.Children[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if a.Handle != b.Handle || !bytes.Equal(a.Stab, b.Stab) || !maps.Equal(normalize(a).Opts, normalize(b).Opts) {
+		return false
+	}
+	x, y := sortedAttrs(a.Attrs), sortedAttrs(b.Attrs)
+	if !slices.EqualFunc(x, y, func(p, q Attr) bool { return p.Type == q.Type && bytes.Equal(p.Data, q.Data) }) {
+		return false
+	}
+	if (a.Leaf == nil) != (b.Leaf == nil) || (a.Leaf != nil && !Equal(*a.Leaf, *b.Leaf)) {
+		return false
+	}
+	return slices.EqualFunc(a.Children, b.Children, Equal)
+}
+
+// Exact reports whether s was read from the kernel by a lowlat that records
+// qdiscs exactly: it carries a handle (every explicitly created qdisc has one),
+// preserved attributes, a size table or a detail option. Values journaled by
+// older versions carry none of these; values written in profiles neither.
+func (s Spec) Exact() bool {
+	if s.Handle != 0 || len(s.Attrs) > 0 || s.Stab != nil {
+		return true
+	}
+	for _, p := range Kinds[s.Kind].params {
+		if _, ok := s.Opts[p.key]; ok && p.detail {
+			return true
+		}
+	}
+	return false
+}
+
+// legacy strips s to what an older lowlat recorded, for comparing with a value
+// it journaled: no handle, no preserved attributes, no size table, no detail
+// option. Leaf and children are compared by Equal separately.
+func legacy(s Spec) Spec {
+	out := Spec{Kind: s.Kind, Default: s.Default, Unmanaged: s.Unmanaged}
+	if len(s.Opts) > 0 {
+		out.Opts = map[string]string{}
+		for key, v := range s.Opts {
+			if !isDetail(s.Kind, key) {
+				out.Opts[key] = v
+			}
+		}
+	}
+	return out
+}
+
+func isDetail(kind, key string) bool {
+	for _, p := range Kinds[kind].params {
+		if p.key == key {
+			return p.detail
+		}
+	}
+	return false
+}
+
+// Managed reports whether lowlat can recreate s: neither it nor its leaf nor
+// any child is marked unmanaged.
+func (s Spec) Managed() bool {
+	if s.Unmanaged || (s.Leaf != nil && !s.Leaf.Managed()) {
+		return false
+	}
+	for _, c := range s.Children {
+		if !c.Managed() {
+			return false
+		}
+	}
+	return true
 }
 
 // normalize turns input-only options into what the kernel keeps: tbf latency

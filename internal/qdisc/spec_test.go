@@ -21,6 +21,11 @@ func TestParseFormatRoundTrip(t *testing.T) {
 		{"netem positional", "netem delay 50ms 10ms loss random 1%", "netem delay 50ms jitter 10ms loss 1%"},
 		{"default marker", "pfifo_fast @default", "pfifo_fast @default"},
 		{"prio priomap", "prio bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1", "prio bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"},
+		{"exact value", "fq handle 8001: limit 100 attr 16:0A attr 10:ff010000 orphan_mask 511 horizon_cap", "fq limit 100 horizon_cap orphan_mask 511 attr 10:ff010000 attr 16:0a handle 8001:"},
+		{"empty and nested attrs", "cake attr 33019:080001002a000000 attr 12:", "cake attr 12: attr 33019:080001002a000000"},
+		{"size table", "pfifo stab 0200FFFF140000000200000040000000ff07000000020000 limit 99", "pfifo limit 99 stab 0200ffff140000000200000040000000ff07000000020000"},
+		{"handles below the root", "mq handle 7: children { pfifo limit 11 handle 71:; pfifo_fast @default }", "mq handle 7: children { pfifo limit 11 handle 71:; pfifo_fast @default }"},
+		{"sfq red", "sfq depth 50 headdrop red 401F000060EA00000612000133333333", "sfq depth 50 headdrop red 401f000060ea00000612000133333333"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +62,17 @@ func TestParseErrors(t *testing.T) {
 		{"cake diffserv besteffortt", "bad value"},
 		{"netem loss 120%", "bad percentage"},
 		{"prio priomap 1 2 3", "16 band numbers"},
+		{"fq attr", "needs a value"},
+		{"fq attr 10", "want TYPE:HEX"},
+		{"fq attr x:00", "want TYPE:HEX"},
+		{"fq attr 70000:00", "want TYPE:HEX"},
+		{"fq attr 10:zz", "bad attr"},
+		{"fq attr 10:00 attr 10:01", "attr 10 given twice"},
+		{"pfifo handle 1:2", "bad handle"},
+		{"pfifo handle 0:", "bad handle"},
+		{"pfifo handle ffff:", "bad handle"},
+		{"pfifo stab xyz", "bad stab"},
+		{"sfq red nothex", "bad hex value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -104,6 +120,89 @@ func TestSatisfies(t *testing.T) {
 	}
 	if Satisfies(mustParse(t, "htb rate 1mbit @unmanaged"), mustParse(t, "htb rate 1mbit")) {
 		t.Error("an unmanaged live tree never satisfies")
+	}
+}
+
+// TestEqualExactAndLegacy: two values read by this lowlat are equal only when
+// everything they record is; a value journaled by an older lowlat (no handle,
+// no attributes, no detail options) equals a live one on what it recorded.
+func TestEqualExactAndLegacy(t *testing.T) {
+	const fqLive = "fq limit 10000 flow_limit 100 quantum 3028 buckets 1024 pacing horizon_drop orphan_mask 511 timer_slack 20us attr 16:0102 handle 5:"
+	tests := []struct {
+		name string
+		a, b string
+		want bool
+	}{
+		{"same exact value", fqLive, fqLive, true},
+		{"preserved attribute differs", fqLive, strings.Replace(fqLive, "attr 16:0102", "attr 16:0103", 1), false},
+		{"preserved attribute missing", fqLive, strings.Replace(fqLive, " attr 16:0102", "", 1), false},
+		{"detail option differs", fqLive, strings.Replace(fqLive, "orphan_mask 511", "orphan_mask 1023", 1), false},
+		{"handle differs", fqLive, strings.Replace(fqLive, "handle 5:", "handle 8001:", 1), false},
+		{"size table differs", "pfifo limit 1 stab 00 handle 5:", "pfifo limit 1 stab 01 handle 5:", false},
+		{"size table missing", "pfifo limit 1 stab 00 handle 5:", "pfifo limit 1 handle 5:", false},
+		{"exact times are exact", "fq_codel target 5ms handle 5:", "fq_codel target 4999us handle 5:", false},
+		{"option only on one side", "fq_codel target 5ms ce_threshold 2ms handle 5:", "fq_codel target 5ms handle 5:", false},
+		{"legacy record of the same qdisc", fqLive, "fq limit 10000 flow_limit 100 quantum 3028 buckets 1024 pacing", true},
+		{"legacy record, kernel rounding", "fq_codel limit 10240 target 5ms interval 100ms ecn handle 5:", "fq_codel limit 10240 target 4999us interval 99999us ecn", true},
+		{"legacy record, option differs", fqLive, "fq limit 5000 flow_limit 100 quantum 3028 buckets 1024 pacing", false},
+		{"legacy record lacks a kept option", "fq_codel limit 10240 ce_threshold 2ms handle 5:", "fq_codel limit 10240", false},
+		{"legacy default", "pfifo_fast @default", "pfifo_fast @default", true},
+		{"default marker", "pfifo_fast @default", "pfifo_fast handle 5:", false},
+		{"child attribute differs", "mq handle 7: children { fq attr 16:01 handle 71:; pfifo_fast @default }", "mq handle 7: children { fq attr 16:02 handle 71:; pfifo_fast @default }", false},
+		{"child handle differs", "mq handle 7: children { pfifo limit 1 handle 71:; pfifo_fast @default }", "mq handle 7: children { pfifo limit 1 handle 72:; pfifo_fast @default }", false},
+		{"legacy children", "mq children { pfifo limit 1; pfifo_fast @default }", "mq handle 7: children { pfifo limit 1 handle 71:; pfifo_fast @default }", true},
+		{"child count differs", "mq children { pfifo limit 1 }", "mq handle 7: children { pfifo limit 1 handle 71:; pfifo_fast @default }", false},
+		{"leaf differs", "tbf rate 1mbit burst 4096 limit 9000 handle 5: leaf { bfifo limit 1 handle 15: }", "tbf rate 1mbit burst 4096 limit 9000 handle 5: leaf { bfifo limit 2 handle 15: }", false},
+		{"unmanaged", "htb rate 1mbit @unmanaged", "htb rate 1mbit @unmanaged", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := mustParse(t, tt.a), mustParse(t, tt.b)
+			if got := Equal(a, b); got != tt.want {
+				t.Errorf("Equal(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+			}
+			if got := Equal(b, a); got != tt.want {
+				t.Errorf("Equal is not symmetric: Equal(%q, %q) = %v", tt.b, tt.a, got)
+			}
+		})
+	}
+}
+
+func TestSatisfiesExactParts(t *testing.T) {
+	live := mustParse(t, "fq limit 10000 orphan_mask 511 attr 16:0102 stab 00 handle 5:")
+	tests := []struct {
+		desired string
+		want    bool
+	}{
+		{"fq limit 10000", true},
+		{"fq orphan_mask 511", true},
+		{"fq orphan_mask 1023", false},
+		{"fq handle 5:", true},
+		{"fq handle 6:", false},
+		{"fq attr 16:0102", true},
+		{"fq attr 16:0103", false},
+		{"fq attr 17:00", false},
+		{"fq stab 00", true},
+		{"fq stab 01", false},
+	}
+	for _, tt := range tests {
+		if got := Satisfies(live, mustParse(t, tt.desired)); got != tt.want {
+			t.Errorf("Satisfies(%q, %q) = %v, want %v", live, tt.desired, got, tt.want)
+		}
+	}
+}
+
+func TestManaged(t *testing.T) {
+	for in, want := range map[string]bool{
+		"fq_codel":                  true,
+		"htb rate 1mbit @unmanaged": false,
+		"htb rate 1mbit leaf { pfifo @unmanaged }":                     false,
+		"mq children { pfifo_fast @default; pfifo @unmanaged }":        false,
+		"mq children { pfifo_fast @default; pfifo limit 1 handle 2: }": true,
+	} {
+		if got := mustParse(t, in).Managed(); got != want {
+			t.Errorf("Managed(%q) = %v, want %v", in, got, want)
+		}
 	}
 }
 
@@ -159,7 +258,7 @@ func TestAssemble(t *testing.T) {
 	}
 	cls := []Class{{Handle: MakeHandle(1, 1), Parent: HandleRoot, Kind: "htb", Opts: map[string]string{"rate": "1900kbit", "ceil": "1900kbit"}}}
 	tr = Assemble(shaper, cls, true)
-	if got := tr.Root.String(); got != "htb rate 1900kbit ceil 1900kbit leaf { fq_codel target 8ms }" {
+	if got := tr.Root.String(); got != "htb rate 1900kbit ceil 1900kbit handle 1: leaf { fq_codel target 8ms handle 11: }" {
 		t.Errorf("shaper = %q", got)
 	}
 	cls = append(cls, Class{Handle: MakeHandle(1, 2), Parent: MakeHandle(1, 1), Kind: "htb"})

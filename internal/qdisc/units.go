@@ -57,24 +57,38 @@ func FormatTime(d time.Duration) string {
 // are accepted as tc does (kbps = kilobytes/s).
 func ParseRate(s string) (uint64, error) {
 	num, unit := splitUnit(s)
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("bad rate %q (want e.g. 2mbit, 1950kbit)", s)
-	}
-	mult := map[string]float64{
+	mult := map[string]uint64{
 		"": 1, "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
 		"bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9,
 		"k": 1e3, "m": 1e6, "g": 1e9,
 	}[strings.ToLower(unit)]
 	if mult == 0 {
+		if _, err := strconv.ParseFloat(num, 64); err != nil {
+			return 0, fmt.Errorf("bad rate %q (want e.g. 2mbit, 1950kbit)", s)
+		}
 		return 0, fmt.Errorf("bad rate %q: unknown unit %q (want bit, kbit, mbit, gbit)", s, unit)
 	}
-	r := v * mult
-	if r >= math.MaxUint64/8 {
+	// Whole numbers exactly (a rate read from the kernel can need all 64 bits).
+	if n, err := strconv.ParseUint(num, 10, 64); err == nil {
+		if n > maxRate/mult {
+			return 0, fmt.Errorf("bad rate %q: too large", s)
+		}
+		return n * mult, nil
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("bad rate %q (want e.g. 2mbit, 1950kbit)", s)
+	}
+	r := v * float64(mult)
+	if r >= maxRate {
 		return 0, fmt.Errorf("bad rate %q: too large", s)
 	}
 	return uint64(math.Round(r)), nil
 }
+
+// maxRate is the largest rate in bits per second: the kernel keeps rates in
+// bytes per second in 64 bits.
+const maxRate = math.MaxUint64 / 8
 
 // FormatRate renders bits per second in the largest decimal unit that is exact.
 func FormatRate(bps uint64) string {
