@@ -47,6 +47,7 @@ type applyOptions struct {
 	json        bool
 	journal     string
 	persistRoot string
+	force       bool
 }
 
 func newApplyCmd(env *Env) *cobra.Command {
@@ -61,7 +62,8 @@ func newApplyCmd(env *Env) *cobra.Command {
 	o.plan.register(f)
 	f.BoolVar(&o.dryRun, "dry-run", false, "show what would change and change nothing")
 	f.DurationVar(&o.confirm, "confirm", 0, "dead-man switch: roll back automatically unless 'lowlat confirm' runs within this `duration`")
-	f.BoolVar(&o.persist, "persist", false, "survive reboots: write /etc/sysctl.d/99-lowlat.conf and a boot unit (journaled, removed by rollback)")
+	f.BoolVar(&o.persist, "persist", false, "survive reboots: write /etc/sysctl.d/99-lowlat-<txn>.conf and a boot unit (journaled, removed by rollback; with --confirm, written at confirm)")
+	f.BoolVar(&o.force, "force", false, "replace settings lowlat cannot recreate exactly (a qdisc with filters on its root); their rollback leaves the kernel's default")
 	f.BoolVar(&o.yes, "yes", false, "do not ask before changing the host")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
@@ -172,7 +174,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 			return &ExitError{Code: 1, Err: errors.New("apply: cancelled; nothing was changed")}
 		}
 	}
-	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: o.persist, Deferred: deferred}
+	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: o.persist, Deferred: deferred, Force: o.force}
 	var deadline time.Time
 	if o.confirm > 0 {
 		deadline = time.Now().Add(o.confirm)
@@ -237,6 +239,9 @@ func renderResult(env *Env, verb string, res *txn.Result) {
 	}
 	for _, c := range res.Gone {
 		t.Add(report.C(c.Knob), report.C(truncate(c.Before, 50)), report.S("not restored: "+truncate(c.Error, 80), report.Warn))
+	}
+	for _, c := range res.Inexact {
+		t.Add(report.C(c.Knob), report.C(truncate(c.Before, 50)), report.S("not exact: "+truncate(c.Error, 80), report.Warn))
 	}
 	if len(t.Rows) > 0 {
 		t.Render(env.Stdout, env.TTY)

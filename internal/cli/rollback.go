@@ -44,7 +44,7 @@ func runRollback(ctx context.Context, env *Env, o *rollbackOptions, args []strin
 	}
 	res, err := engine(env, o.journal).Rollback(ctx, txn.RollbackOptions{Txn: o.txn, All: o.all})
 	if o.json && res != nil {
-		report.JSON(env.Stdout, map[string]any{"txn": nullable(res.Txn), "changed": res.Changed, "failed": res.Failed, "gone": res.Gone, "rolled_back": res.RolledBack, "notes": res.Notes})
+		report.JSON(env.Stdout, map[string]any{"txn": nullable(res.Txn), "changed": res.Changed, "failed": res.Failed, "gone": res.Gone, "inexact": res.Inexact, "rolled_back": res.RolledBack, "notes": res.Notes})
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}

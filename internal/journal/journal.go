@@ -90,6 +90,9 @@ type Meta struct {
 	Args      []string          `json:"args,omitempty"`
 	ConfirmBy *time.Time        `json:"confirm_by,omitempty"`
 	Persist   bool              `json:"persist,omitempty"`
+	// Force let the apply replace values lowlat cannot recreate exactly
+	// (knob.Restorer); their rollback gives the kernel's default instead.
+	Force bool `json:"force,omitempty"`
 	// Deferred are changes made only when the transaction is confirmed:
 	// the files that make a --confirm --persist apply survive a reboot, so
 	// that nothing of an unconfirmed transaction comes back at boot.

@@ -53,6 +53,17 @@ func Same(k Knob, a, b string) bool {
 	return k.Satisfied(a, b) && k.Satisfied(b, a)
 }
 
+// Restorer is implemented by knobs some of whose live values lowlat can read
+// but not recreate exactly (a qdisc read as @unmanaged: a filter on the root,
+// a rate estimator). Restorable says why such a value, recorded as a previous
+// value, could not be written back; an apply refuses to replace it unless
+// forced. Fallback is what a rollback writes instead after a forced apply: the
+// state the kernel gives by itself (its default qdisc, no ingress shaping).
+type Restorer interface {
+	Restorable(value string) error
+	Fallback(value string) string
+}
+
 // Validator is implemented by knobs that can reject a value before any write
 // (a malformed qdisc spec, a non-numeric initcwnd).
 type Validator interface {

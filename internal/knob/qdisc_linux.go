@@ -38,6 +38,23 @@ func (k *qdiscKnob) Satisfied(live, desired string) bool { return QdiscSatisfied
 func (k *qdiscKnob) Same(a, b string) bool               { return QdiscSame(a, b) }
 func (k *qdiscKnob) Validate(v string) error             { return ValidateQdisc(v, k.ingress) }
 
+// Restorable says why a value read from the kernel cannot be recreated.
+func (k *qdiscKnob) Restorable(v string) error {
+	if v == Absent {
+		return nil
+	}
+	return ValidateQdisc(v, k.ingress)
+}
+
+// Fallback is the kernel's own state: its default root qdisc (whatever
+// net.core.default_qdisc names), or no ingress shaping.
+func (k *qdiscKnob) Fallback(string) string {
+	if k.ingress {
+		return Absent
+	}
+	return "pfifo_fast @default"
+}
+
 func (k *qdiscKnob) link() (netlink.Link, error) {
 	l, err := netlink.LinkByName(k.iface)
 	if err != nil {

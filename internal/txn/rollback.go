@@ -126,6 +126,7 @@ func (e *Engine) rollbackTxns(ctx context.Context, j *journal.Journal, targets [
 		r := e.restore(ctx, j, t.ID, t.Intents)
 		res.Changed = append(res.Changed, r.Changed...)
 		res.Gone = append(res.Gone, r.Gone...)
+		res.Inexact = append(res.Inexact, r.Inexact...)
 		res.Failed = append(res.Failed, r.Failed...)
 		end := journal.Record{Type: journal.TypeRollbackEnd, Txn: t.ID, Failed: knobsOf(r.Failed)}
 		if len(r.Failed) > 0 {

@@ -48,6 +48,10 @@ type Result struct {
 	// vanished (an interface unplugged, an interrupt freed): nothing is left
 	// to restore, and nothing was.
 	Gone []Item `json:"gone,omitempty"`
+	// Inexact are knobs whose previous value lowlat could not recreate (an
+	// apply replaced it with --force): the rollback left the kernel's
+	// default, and says so.
+	Inexact []Item `json:"inexact,omitempty"`
 	// RolledBack are the transactions a rollback (or recovery) ended.
 	RolledBack []string `json:"rolled_back,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
@@ -67,6 +71,7 @@ func (res *Result) merge(r *Result) {
 	res.Failed = append(res.Failed, r.Failed...)
 	res.Skipped = append(res.Skipped, r.Skipped...)
 	res.Gone = append(res.Gone, r.Gone...)
+	res.Inexact = append(res.Inexact, r.Inexact...)
 	res.RolledBack = append(res.RolledBack, r.RolledBack...)
 	res.Notes = append(res.Notes, r.Notes...)
 }
@@ -143,6 +148,11 @@ func (e *Engine) ApplyAs(ctx context.Context, id string, changes []Change, meta 
 	}
 	for _, c := range meta.Deferred {
 		if _, err := newValidated(e.Sys, c.Knob, c.Value); err != nil {
+			return nil, err
+		}
+	}
+	if !meta.Force {
+		if err := refuseUnrestorable(ctx, knobs); err != nil {
 			return nil, err
 		}
 	}
@@ -234,6 +244,30 @@ func newValidated(sys *knob.System, id, value string) (knob.Knob, error) {
 	return k, nil
 }
 
+// ErrUnrestorable is an apply refused because a knob's current value could
+// not be restored exactly after it (an @unmanaged qdisc).
+var ErrUnrestorable = errors.New("cannot be restored exactly")
+
+// refuseUnrestorable reads, before anything is written, the current value of
+// every knob that may hold one lowlat cannot recreate, and refuses to replace
+// such a value: its rollback could not give it back.
+func refuseUnrestorable(ctx context.Context, knobs []knob.Knob) error {
+	for _, k := range knobs {
+		r, ok := k.(knob.Restorer)
+		if !ok {
+			continue
+		}
+		cur, err := k.Read(ctx)
+		if err != nil {
+			continue // the apply itself reports it, in order
+		}
+		if err := r.Restorable(cur); err != nil {
+			return fmt.Errorf("%s: the current value %w (%v); nothing was changed: pass --force to replace it anyway (a rollback then leaves the kernel's default)", k.ID(), ErrUnrestorable, err)
+		}
+	}
+	return nil
+}
+
 // refuseDirty stops an apply when the journal needs attention first.
 func (e *Engine) refuseDirty(st *journal.State, path string) error {
 	if st.Torn != nil {
@@ -268,66 +302,82 @@ func (e *Engine) abort(ctx context.Context, j *journal.Journal, id string, done 
 
 // restore writes every intent's previous value back, newest first, verifying
 // each exactly, and journals each success. It keeps going after a failure. A
-// knob whose device vanished is journaled as restored with the reason (there
-// is nothing to wait for) and reported as Gone, not as Changed.
+// knob whose device vanished (Gone), or whose previous value could not be
+// recreated and got the kernel's default after a forced apply (Inexact), is
+// journaled as restored with the reason, and reported as such, not as
+// Changed.
 func (e *Engine) restore(ctx context.Context, j *journal.Journal, id string, intents []journal.Intent) *Result {
 	res := newResult()
 	for i := len(intents) - 1; i >= 0; i-- {
 		in := intents[i]
-		gone, err := restoreOne(ctx, e.Sys, in)
+		out, note, err := restoreOne(ctx, e.Sys, in)
 		if err != nil {
 			res.Failed = append(res.Failed, Item{Knob: in.Knob, Before: in.After, After: in.Before, Error: err.Error()})
 			continue
 		}
 		crashPoint("restore", len(intents)-i)
-		rec := journal.Record{Type: journal.TypeRestored, Txn: id, Seq: in.Seq, Knob: in.Knob}
-		if gone != "" {
-			rec.Error = gone
-		}
-		if err := j.Append(rec); err != nil {
+		if err := j.Append(journal.Record{Type: journal.TypeRestored, Txn: id, Seq: in.Seq, Knob: in.Knob, Error: note}); err != nil {
 			res.Failed = append(res.Failed, Item{Knob: in.Knob, Error: err.Error()})
 			continue
 		}
-		it := Item{Knob: in.Knob, Before: in.After, After: in.Before}
-		if gone != "" {
-			it.Error = gone
+		it := Item{Knob: in.Knob, Before: in.After, After: in.Before, Error: note}
+		switch out {
+		case gone:
 			res.Gone = append(res.Gone, it)
-		} else {
+		case inexact:
+			res.Inexact = append(res.Inexact, it)
+		default:
 			res.Changed = append(res.Changed, it)
 		}
 	}
 	return res
 }
 
+type outcome int
+
+const (
+	restored outcome = iota
+	gone             // the device vanished: nothing to restore
+	inexact          // the previous value could not be recreated: fallback
+)
+
 // restoreOne writes an intent's previous value back and checks it exactly.
-// It returns why there was nothing to restore when the knob's device
-// vanished.
-func restoreOne(ctx context.Context, sys *knob.System, in journal.Intent) (gone string, err error) {
+func restoreOne(ctx context.Context, sys *knob.System, in journal.Intent) (outcome, string, error) {
 	k, err := knob.New(sys, in.Knob)
 	if err != nil {
-		return "", err
+		return restored, "", err
 	}
 	live, rerr := k.Read(ctx)
 	if rerr == nil && knob.Vanished(in.Knob, live, in.Before) {
-		return "the device is gone: nothing to restore", nil
+		return gone, "the device is gone: nothing to restore", nil
 	}
 	// Skip the write when the value is already the recorded one: an intent
 	// whose write never happened (killed between journal and write) restores
 	// to what is already there.
 	if rerr == nil && knob.Same(k, live, in.Before) {
-		return "", nil
+		return restored, "", nil
+	}
+	if r, ok := k.(knob.Restorer); ok {
+		if why := r.Restorable(in.Before); why != nil {
+			// Replaced with --force: the closest lowlat can give back.
+			if err := k.Write(ctx, r.Fallback(in.Before)); err != nil {
+				return restored, "", fmt.Errorf("%s: previous value cannot be recreated (%v); writing the kernel's default: %w", in.Knob, why, err)
+			}
+			now, _ := k.Read(ctx)
+			return inexact, fmt.Sprintf("the previous value cannot be recreated (%v); the kernel's default is in place: %s", why, now), nil
+		}
 	}
 	if err := k.Write(ctx, in.Before); err != nil {
-		return "", err
+		return restored, "", err
 	}
 	live, err = k.Read(ctx)
 	if err != nil {
-		return "", fmt.Errorf("%s: read back: %w", in.Knob, err)
+		return restored, "", fmt.Errorf("%s: read back: %w", in.Knob, err)
 	}
 	if !knob.Same(k, live, in.Before) {
-		return "", fmt.Errorf("%s: restored %q but the kernel reports %q", in.Knob, in.Before, live)
+		return restored, "", fmt.Errorf("%s: restored %q but the kernel reports %q", in.Knob, in.Before, live)
 	}
-	return "", nil
+	return restored, "", nil
 }
 
 func knobsOf(items []Item) []string {

@@ -168,3 +168,56 @@ func loadState(t *testing.T, path string) *journal.State {
 }
 
 func diffLines(a, b string) string { return testnet.DiffLines(a, b) }
+
+// TestIntegrationUnrestorableQdisc: a root qdisc lowlat can read but not
+// recreate (a filter on an htb root) is not replaced: the apply is refused
+// before anything is written. With Force it is, and the rollback says it left
+// the kernel's default instead of claiming an exact restore.
+func TestIntegrationUnrestorableQdisc(t *testing.T) {
+	ns, eng := setup(t)
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"qdisc", "add", "dev", "v0", "root", "handle", "5:", "htb", "default", "1"},
+		{"class", "add", "dev", "v0", "parent", "5:", "classid", "5:1", "htb", "rate", "1mbit"},
+		{"filter", "add", "dev", "v0", "parent", "5:", "protocol", "all", "prio", "1", "u32", "match", "u32", "0", "0", "flowid", "5:1"},
+	} {
+		if out, err := ns.Command("tc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("tc %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	before := snapshot(t, ns)
+	changes := []txn.Change{
+		{Knob: "sysctl/net.core.somaxconn", Value: "1024"},
+		{Knob: "qdisc/v0/root", Value: "tbf rate 20mbit burst 20k latency 20ms"},
+	}
+	err := ns.Do(func() error {
+		_, err := eng.Apply(ctx, changes, journal.Meta{})
+		return err
+	})
+	if !errors.Is(err, txn.ErrUnrestorable) || !strings.Contains(err.Error(), "qdisc/v0/root") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("apply over an unmanaged root: %v", err)
+	}
+	if after := snapshot(t, ns); after != before {
+		t.Fatalf("a refused apply changed the namespace:\n%s", diffLines(before, after))
+	}
+	if st := loadState(t, eng.JournalPath); len(st.Txns) != 0 {
+		t.Errorf("a refused apply journaled %d transaction(s)", len(st.Txns))
+	}
+	var rb *txn.Result
+	err = ns.Do(func() (err error) {
+		if _, err = eng.Apply(ctx, changes, journal.Meta{Force: true}); err != nil {
+			return err
+		}
+		rb, err = eng.Rollback(ctx, txn.RollbackOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rb.Inexact) != 1 || rb.Inexact[0].Knob != "qdisc/v0/root" || !strings.Contains(rb.Inexact[0].Error, "default") || len(rb.Changed) != 1 {
+		t.Errorf("rollback after --force: inexact %+v changed %+v", rb.Inexact, rb.Changed)
+	}
+	if out, _ := ns.Command("tc", "qdisc", "show", "dev", "v0", "root").CombinedOutput(); strings.Contains(string(out), "htb") {
+		t.Errorf("after the rollback the root is %s, want the kernel's default", out)
+	}
+}
