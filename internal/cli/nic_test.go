@@ -13,6 +13,7 @@ import (
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/lowlat/lowlat/internal/txn"
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +38,7 @@ func TestParseThreadStat(t *testing.T) {
 // The machine is shared with other tests, so the share asked for is modest
 // and one retry is allowed.
 func TestLiveSampler(t *testing.T) {
+	testnet.Heavy(t, "samples the whole machine's CPU")
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -71,6 +73,11 @@ func TestLiveSampler(t *testing.T) {
 		}
 		t.Logf("retrying once: the spinning thread got too little CPU on a busy machine: %+v", s.Threads)
 	}
+}
+
+// The live sampler test is heavy: a plain "go test ./..." leaves it out.
+func TestLiveSamplerIsHeavy(t *testing.T) {
+	testnet.CheckHeavy(t, "TestLiveSampler")
 }
 
 // TestApplyWritable: a knob the driver refuses (EOPNOTSUPP) is left out and
