@@ -15,7 +15,7 @@ func init() {
 	measurers["nagle-small-messages"] = measureNagle
 	measurers["first-frame"] = measureFirstFrame
 	measurers["game-egress"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 4) }
-	measurers["cross-border-jitter"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 8) }
+	measurers["cross-border-jitter"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 4) }
 }
 
 func ms(us float64) float64 { return round3(us / 1000) }
@@ -31,14 +31,19 @@ func inClient[T any](e *env, f func(ctx context.Context) (T, error)) (T, error) 
 	return res, err
 }
 
-// measureBufferbloat: probe load --upload through the provider's buffer.
+// measureBufferbloat: probe load --upload through the provider's buffer,
+// with 4 flows unless the variant says otherwise.
 func measureBufferbloat(e *env, vr *VariantResult) error {
 	idle, loaded := e.opts.dur(3*time.Second), e.opts.dur(15*time.Second)
+	flows := 4
+	if e.v.App.Flows > 0 {
+		flows = e.v.App.Flows
+	}
 	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 50*time.Millisecond)
 	if err != nil {
 		return fmt.Errorf("sampler: %w", err)
 	}
-	e.phase(fmt.Sprintf("measure: probe load --upload (%s idle, then %s under 4 upload flows)", idle, loaded), idle+loaded+2*time.Second)
+	e.phase(fmt.Sprintf("measure: probe load --upload (%s idle, then %s under %d upload flows)", idle, loaded, flows), idle+loaded+2*time.Second)
 	// Upload goodput is what reaches the server inside the loaded phase,
 	// from its NIC's counters: the probe's own figure divides by the
 	// loaded phase everything the reflector received until the flows
@@ -46,7 +51,7 @@ func measureBufferbloat(e *env, vr *VariantResult) error {
 	// buffer, in the sender's socket buffers) when the phase ended.
 	rx := e.t.Server.rxRate(e.ctx, ServerIf, idle+time.Second, loaded-time.Second)
 	res, err := inClient(e, func(ctx context.Context) (*probe.LoadResult, error) {
-		return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(idle), Duration: probe.Duration(loaded)})
+		return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: flows, Idle: probe.Duration(idle), Duration: probe.Duration(loaded)})
 	})
 	s.mark("upload", idle)
 	vr.Timeline = s.stop()
@@ -230,19 +235,23 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 	vr.Metrics["game_idle"] = gIdle
 	vr.Metrics["game"] = gLoad
 	vr.Metrics["load"] = lo.r
-	vr.Metrics["derived"] = map[string]float64{
+	d := map[string]float64{
 		"game_idle_p50_ms":     ms(gIdle.RTT.P50),
 		"game_idle_p99_ms":     ms(gIdle.RTT.P99),
 		"game_idle_jitter_ms":  ms(gIdle.Jitter),
 		"game_loaded_p50_ms":   ms(gLoad.RTT.P50),
 		"game_loaded_p99_ms":   ms(gLoad.RTT.P99),
+		"game_added_mean_ms":   ms(gLoad.RTT.Mean - gIdle.RTT.P50),
 		"game_added_p99_ms":    ms(gLoad.RTT.P99 - gIdle.RTT.P50),
 		"game_queueing_p99_ms": ms(gLoad.RTT.P99 - gIdle.RTT.P99),
 		"game_loss_pct":        lossPct,
 		"path_loss_pct":        pathLoss,
 		"bulk_mbps":            lo.r.Goodput.Down,
-		"bulk_share":           round3(lo.r.Goodput.Down / nicRate),
 	}
+	if nic := e.sc.Topo.ServerNIC.mbps(); nic > 0 {
+		d["bulk_share"] = round3(lo.r.Goodput.Down / nic)
+	}
+	vr.Metrics["derived"] = d
 	vr.CDF = "game.histograms.rtt_ns"
 	return nil
 }

@@ -116,6 +116,18 @@ type NIC struct {
 	Queue string `json:"queue"`
 }
 
+// mbps is the NIC's rate in Mbit/s (0 when it does not parse).
+func (n *NIC) mbps() float64 {
+	if n == nil {
+		return 0
+	}
+	bits, err := qdisc.ParseRate(n.Rate)
+	if err != nil {
+		return 0
+	}
+	return float64(bits) / 1e6
+}
+
 func (n NIC) spec(leaf string) (string, error) {
 	bits, err := qdisc.ParseRate(n.Rate)
 	if err != nil || bits == 0 {
@@ -127,7 +139,12 @@ func (n NIC) spec(leaf string) (string, error) {
 	if leaf == "" {
 		leaf = "pfifo limit 1000"
 	}
-	return fmt.Sprintf("tbf rate %s burst %d latency 1s leaf { %s }", qdisc.FormatRate(bits), profile.TbfBurst(bits), leaf), nil
+	// A NIC keeps sending while the host's CPUs are busy; the tbf playing
+	// its wire is driven by timers. With a bucket of two packets, a timer
+	// that fires late (an emulated guest on a busy machine) loses the wire
+	// that much time. Ten milliseconds of tokens let it catch up.
+	burst := max(profile.TbfBurst(bits), bits/8/100)
+	return fmt.Sprintf("tbf rate %s burst %d latency 1s leaf { %s }", qdisc.FormatRate(bits), burst, leaf), nil
 }
 
 // TopoSpec describes one lab network.
