@@ -93,20 +93,20 @@ var cited = regexp.MustCompile(`^(runbook [0-9]{3}\b|lowlat: )`)
 
 // The expectations that hold the lab to the runbooks' own figures (issue 9):
 // runbook 000's server queueing p99, 21 ms before and 4.3 ms after its fix;
-// runbook 003's BBR, measured with one upload flow, and lowlat's finding that
-// it does not hold with four.
+// runbook 003's BBR, measured with one upload flow (about 100 ms instead of
+// seconds), and lowlat's finding that it does not hold with four.
 func TestExpectationsFromRunbooks(t *testing.T) {
 	tests := []struct {
 		scenario, variant, metric, op string
 		value                         float64
 		flows                         int
 	}{
-		{"game-egress", "baseline", "derived.game_added_p99_ms", ">=", 10, 0},
-		{"game-egress", "game-udp", "derived.game_added_p99_ms", "<", 4.3, 0},
-		{"cross-border-jitter", "baseline", "derived.game_queueing_p99_ms", ">=", 10, 0},
-		{"cross-border-jitter", "game-udp", "derived.game_queueing_p99_ms", "<", 4.3, 0},
-		{"bufferbloat-uplink", "bbr-1-flow", "derived.loaded_p50_ms", "<", 100, 1},
-		{"bufferbloat-uplink", "bbr-4-flows", "derived.loaded_p50_ms", ">", 100, 0},
+		{"game-egress", "baseline", "derived.server_queueing_p99_ms", ">=", 10, 0},
+		{"game-egress", "game-udp", "derived.server_queueing_p99_ms", "<", 4.3, 0},
+		{"cross-border-jitter", "baseline", "derived.server_queueing_p99_ms", ">=", 10, 0},
+		{"cross-border-jitter", "game-udp", "derived.server_queueing_p99_ms", "<", 4.3, 0},
+		{"bufferbloat-uplink", "bbr-1-flow", "derived.loaded_p50_ms", "<", 200, 1},
+		{"bufferbloat-uplink", "bbr-4-flows", "derived.loaded_p50_ms", ">", 200, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario+"/"+tt.variant, func(t *testing.T) {
@@ -164,12 +164,12 @@ func TestPathSpec(t *testing.T) {
 		want    string
 	}{
 		{"nothing", Path{}, false, ""},
-		{"rate", Path{Rate: "2mbit", Buffer: Duration(5 * time.Second)}, false, "tbf rate 2mbit burst 3028 latency 5s"},
+		{"rate", Path{Rate: "2mbit", Buffer: Duration(5 * time.Second)}, false, "tbf rate 2mbit burst 12500 latency 5s"},
 		{"delay", Path{Delay: ms(40)}, false, "netem delay 40ms limit 100000"},
 		{"delay without netem", Path{Delay: ms(40)}, true, ""},
 		{"jitter and loss", Path{Delay: ms(15), Jitter: ms(5), Loss: 1}, false, "netem delay 15ms jitter 5ms loss 1% limit 100000"},
-		{"rate and delay", Path{Rate: "2mbit", Buffer: ms(500), Delay: ms(20)}, false, "tbf rate 2mbit burst 3028 latency 500ms leaf { netem delay 20ms limit 82 }"},
-		{"rate, no netem", Path{Rate: "2mbit", Buffer: ms(500), Delay: ms(20)}, true, "tbf rate 2mbit burst 3028 latency 500ms"},
+		{"rate and delay", Path{Rate: "2mbit", Buffer: ms(500), Delay: ms(20)}, false, "tbf rate 2mbit burst 12500 latency 500ms leaf { netem delay 20ms limit 82 }"},
+		{"rate, no netem", Path{Rate: "2mbit", Buffer: ms(500), Delay: ms(20)}, true, "tbf rate 2mbit burst 12500 latency 500ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

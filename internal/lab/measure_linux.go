@@ -170,7 +170,9 @@ func measureFirstFrame(e *env, vr *VariantResult) error {
 }
 
 // measureGame: a 60 Hz UDP game flow (160 B, DSCP EF) alone, then while
-// flows TCP flows download through the server's NIC.
+// flows TCP flows download through the server's NIC. The players' round
+// trip comes from probe udp; the server's queueing from the server's own
+// 60 Hz updates, stamped by the kernel as they enter and leave its qdisc.
 func measureGame(e *env, vr *VariantResult, flows int) error {
 	idle, loaded := e.opts.dur(3*time.Second), e.opts.dur(15*time.Second)
 	const loadIdle = 2 * time.Second
@@ -180,12 +182,24 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 		return fmt.Errorf("sampler: %w", err)
 	}
 	defer func() { vr.Timeline = s.stop() }()
+	eg, err := startEgressTimer(e.ctx, e.t.Server, e.t.Client, time.Second/60)
+	if err != nil {
+		return err
+	}
+	egStopped := false
+	defer func() {
+		if !egStopped {
+			eg.stop()
+		}
+	}()
 	e.phase(fmt.Sprintf("measure: 60 Hz game flow alone (%s)", idle), idle)
+	eg.mark("idle")
 	gIdle, err := inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
 		g := game
 		g.Duration = probe.Duration(idle)
 		return probe.UDP(ctx, g)
 	})
+	eg.mark("")
 	if err != nil {
 		return fmt.Errorf("game flow, idle: %w", err)
 	}
@@ -210,18 +224,25 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 	case <-e.ctx.Done():
 		gErr = e.ctx.Err()
 	case <-time.After(loadIdle + time.Second):
+		eg.mark("loaded")
 		gLoad, gErr = inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
 			g := game
 			g.Duration = probe.Duration(loaded - 1500*time.Millisecond)
 			return probe.UDP(ctx, g)
 		})
+		eg.mark("")
 	}
 	lo := <-lc
+	egStopped = true
+	phases, egErr := eg.stop()
 	if gErr != nil {
 		return fmt.Errorf("game flow, loaded: %w", gErr)
 	}
 	if lo.err != nil {
 		return fmt.Errorf("download: %w", lo.err)
+	}
+	if egErr != nil {
+		return fmt.Errorf("server updates: %w", egErr)
 	}
 	lossPct, pathLoss := 0.0, 0.0
 	if gLoad.Sent > 0 {
@@ -250,6 +271,37 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 	}
 	if nic := e.sc.Topo.ServerNIC.mbps(); nic > 0 {
 		d["bulk_share"] = round3(lo.r.Goodput.Down / nic)
+	}
+	// The game probe's own send lag says whether the machine gave the lab
+	// the CPU it needs: sends that leave late mean timers and threads ran
+	// late, and a p99 of a few milliseconds means nothing then.
+	lag := max(gIdle.SendLag.P99, gLoad.SendLag.P99)
+	d["game_send_lag_p99_ms"] = ms(lag)
+	if lag > 2000 {
+		vr.Notes = append(vr.Notes, fmt.Sprintf("the game probe's sends left up to %.1f ms late (p99): the machine starved the lab of CPU, so figures of a few milliseconds are not to be trusted in this run", lag/1000))
+	}
+	// The server's queueing, from its own updates' kernel stamps. An update
+	// without both stamps was dropped in the qdisc or the kernel does not
+	// stamp this device: the metric is left out (and its expectation fails)
+	// rather than made up from the rest.
+	for _, ph := range []string{"idle", "loaded"} {
+		p := phases[ph]
+		if p == nil || p.Sent == 0 || len(p.Waits) < p.Sent*9/10 {
+			got, sent := 0, 0
+			if p != nil {
+				got, sent = len(p.Waits), p.Sent
+			}
+			vr.Notes = append(vr.Notes, fmt.Sprintf("server queueing not measured (%s): %d of %d server updates came back with both kernel stamps (entering the qdisc, leaving for %s)", ph, got, sent, ServerIf))
+			continue
+		}
+		vr.Metrics["server_updates_"+ph] = map[string]any{"sent": p.Sent, "stamped": len(p.Waits)}
+		if ph == "idle" {
+			d["server_queueing_idle_p99_ms"] = quantile(p.Waits, 0.99)
+			continue
+		}
+		d["server_queueing_mean_ms"] = meanMS(p.Waits)
+		d["server_queueing_p50_ms"] = quantile(p.Waits, 0.50)
+		d["server_queueing_p99_ms"] = quantile(p.Waits, 0.99)
 	}
 	vr.Metrics["derived"] = d
 	vr.CDF = "game.histograms.rtt_ns"

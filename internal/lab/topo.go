@@ -96,7 +96,14 @@ func (p Path) spec(noNetem bool) (string, error) {
 	if buf <= 0 {
 		buf = 100 * time.Millisecond
 	}
-	tbf := fmt.Sprintf("tbf rate %s burst %d latency %s", qdisc.FormatRate(bits), profile.TbfBurst(bits), qdisc.FormatTime(buf))
+	// The provider's limiter keeps its rate whatever the lab's machine is
+	// doing: its tbf is driven by timers, and a bucket of two packets loses
+	// the link whatever time a late timer (an emulated guest on a busy
+	// machine) costs beyond them. 50 ms of tokens bridge such stalls; a
+	// shaper 2.5 % below the rate (runbook 003's tbf) would otherwise see
+	// the provider fall below it and fill its seconds of buffer.
+	burst := max(profile.TbfBurst(bits), bits/8/20)
+	tbf := fmt.Sprintf("tbf rate %s burst %d latency %s", qdisc.FormatRate(bits), burst, qdisc.FormatTime(buf))
 	if netem == "" {
 		return tbf, nil
 	}
