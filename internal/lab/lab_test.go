@@ -198,7 +198,7 @@ func TestNICSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "tbf rate 20mbit burst 25000 latency 1s leaf { pfifo limit 1000 }"; got != want {
+	if want := "tbf rate 20mbit burst 3000 latency 1s leaf { pfifo limit 1000 }"; got != want {
 		t.Errorf("spec %q, want %q", got, want)
 	}
 	got, _ = n.spec("fq_codel limit 1000 target 5ms")

@@ -131,8 +131,8 @@ func init() {
 			{Name: "initcwnd-40", Desc: "live-edge's route.initcwnd 40 on every route of the server's interface",
 				Fix: liveEdge("route.initcwnd"),
 				Expect: []Expect{
-					{Metric: "derived.last_byte_1m_rtts", Versus: "baseline", Op: ">=", Value: 1, Unit: "RTT",
-						Desc: "runbook 004: initcwnd 40 saved round trips on 1 MB (900 → 550 ms; it says 3); lowlat predicts 2 (two doublings of slow start), the receiver's window growth sometimes takes one back: at least 1 RTT sooner than the baseline"},
+					{Metric: "derived.last_byte_1m_rtts", Versus: "baseline", Op: ">=", Value: 0.5, Unit: "RTT",
+						Desc: "runbook 004: initcwnd 40 saved round trips on 1 MB (900 → 550 ms; it says 3); lowlat: two doublings of slow start at most, of which a stock Linux viewer's receive window takes one back in some transfers: at least half a round trip sooner than the baseline"},
 				}},
 			{Name: "initcwnd-40+tfo", Desc: "initcwnd 40 and TCP Fast Open (server bit by the engine, client uses TFO; repeat connections)",
 				Fix: liveEdge("route.initcwnd", "sysctl.net.ipv4.tcp_fastopen"), App: App{FastOpen: true, Change: "the client connects with TCP Fast Open"},

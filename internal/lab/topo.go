@@ -123,6 +123,10 @@ type NIC struct {
 	Queue string `json:"queue"`
 }
 
+// nicBurst is the bucket of the tbf playing a NIC's wire: one full frame
+// (1514 bytes) fits, a burst of two (3028) does not.
+const nicBurst = 3000
+
 // mbps is the NIC's rate in Mbit/s (0 when it does not parse).
 func (n *NIC) mbps() float64 {
 	if n == nil {
@@ -146,12 +150,12 @@ func (n NIC) spec(leaf string) (string, error) {
 	if leaf == "" {
 		leaf = "pfifo limit 1000"
 	}
-	// A NIC keeps sending while the host's CPUs are busy; the tbf playing
-	// its wire is driven by timers. With a bucket of two packets, a timer
-	// that fires late (an emulated guest on a busy machine) loses the wire
-	// that much time. Ten milliseconds of tokens let it catch up.
-	burst := max(profile.TbfBurst(bits), bits/8/100)
-	return fmt.Sprintf("tbf rate %s burst %d latency 1s leaf { %s }", qdisc.FormatRate(bits), burst, leaf), nil
+	// A wire sends one frame at a time, and a NIC splits a TSO burst into
+	// frames. tbf's largest packet is its bucket: a bucket just under two
+	// full frames (nicBurst) makes it split every send burst into frames as
+	// they arrive, so a packet the queue serves first waits for at most one
+	// frame on the wire (1.2 ms at 10 Mbit/s), not for a burst of them.
+	return fmt.Sprintf("tbf rate %s burst %d latency 1s leaf { %s }", qdisc.FormatRate(bits), nicBurst, leaf), nil
 }
 
 // TopoSpec describes one lab network.
