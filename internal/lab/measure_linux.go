@@ -273,12 +273,13 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 		d["bulk_share"] = round3(lo.r.Goodput.Down / nic)
 	}
 	// The game probe's own send lag says whether the machine gave the lab
-	// the CPU it needs: sends that leave late mean timers and threads ran
-	// late, and a p99 of a few milliseconds means nothing then.
+	// the CPU it needs: sends that leave late mean threads ran late, and
+	// the round trips carry that lateness (the server's queueing, from
+	// kernel stamps, only the kernel's own).
 	lag := max(gIdle.SendLag.P99, gLoad.SendLag.P99)
 	d["game_send_lag_p99_ms"] = ms(lag)
 	if lag > 2000 {
-		vr.Notes = append(vr.Notes, fmt.Sprintf("the game probe's sends left up to %.1f ms late (p99): the machine starved the lab of CPU, so figures of a few milliseconds are not to be trusted in this run", lag/1000))
+		vr.Notes = append(vr.Notes, fmt.Sprintf("the game probe's sends left up to %.1f ms late (p99): the machine was short of CPU, and the round-trip figures carry that lateness (server queueing comes from kernel stamps)", lag/1000))
 	}
 	// The server's queueing, from its own updates' kernel stamps. An update
 	// without both stamps was dropped in the qdisc or the kernel does not
