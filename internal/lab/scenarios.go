@@ -148,12 +148,13 @@ func init() {
 	})
 
 	// The game server's NIC in game-egress and cross-border-jitter: 10 Mbit/s
-	// carrying 4 download flows. Each of the host's own flows keeps about two
-	// send bursts in the NIC's queue (TCP small queues), ~9 KB: 4 flows hold
-	// ~36 KB, ~29 ms at 10 Mbit/s, about what runbook 000 measured at its
-	// server before the fix (p99 21 ms). At a faster NIC the same flows
-	// queue less (at 20 Mbit/s the p99 came to 10-12 ms); more flows cost a
-	// 2-CPU emulated guest more than it has.
+	// carrying 4 download flows. Each of the host's own flows keeps only a
+	// couple of send bursts in the NIC's queue (TCP small queues), 5-9 KB:
+	// 4 flows hold some 20-36 KB, 16-29 ms at 10 Mbit/s (measured: mean 19,
+	// p99 23 ms), about what runbook 000 measured at its server before the
+	// fix (mean 8.5, p99 21 ms). At a faster NIC the same flows queue less
+	// (at 20 Mbit/s the round trip's p99 grew by only 10-12 ms); more flows
+	// cost a 2-CPU emulated guest more than it has.
 	gameNIC := func() *NIC { return &NIC{Rate: "10mbit", Queue: "pfifo limit 1000"} }
 	const gameFlows = 4
 	// Server queueing is what runbook 000 reports: the time the server's own
