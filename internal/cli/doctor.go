@@ -128,7 +128,7 @@ func renderDoctor(env *Env, rep *doctor.Report, h doctorHost, pl *plan.Plan) {
 		if f.Fix != "" {
 			src := ""
 			if f.Source != "" {
-				src = " [runbook " + f.Source + "]"
+				src = " [see " + f.Source + "]"
 			}
 			t.Add(report.C(""), report.C(""), report.S("fix: "+f.Fix+src, report.Dim))
 		}

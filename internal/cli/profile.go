@@ -133,7 +133,7 @@ func runProfileShow(ctx context.Context, env *Env, o *profileShowOptions, args [
 	if o.json {
 		return report.JSON(env.Stdout, info)
 	}
-	fmt.Fprintf(env.Stdout, "%s — %s (runbook %s)\n", report.Paint(info.Name, report.Bold, env.TTY), info.Summary, info.Source)
+	fmt.Fprintf(env.Stdout, "%s — %s (see %s)\n", report.Paint(info.Name, report.Bold, env.TTY), info.Summary, info.Source)
 	for _, pr := range info.Params {
 		req := ""
 		if pr.Required {

@@ -55,7 +55,7 @@ func checkCongestion(f *host.Facts, _ Options) []Finding {
 		Summary:  fmt.Sprintf("TCP uses %s while BBR is %s: loss-based congestion control fills every buffer on the path before it slows down", cc, how),
 		Evidence: map[string]string{"net.ipv4.tcp_congestion_control": cc, "available": strings.Join(f.Kernel.CongestionAvailable, " "), "modules": strings.Join(f.Kernel.CongestionModules, " ")},
 		Fix:      "sysctl/net.ipv4.tcp_congestion_control = bbr (profiles game-udp, live-edge, capped-uplink)",
-		Source:   "003",
+		Source:   runbook003,
 	}}
 }
 
@@ -68,7 +68,7 @@ func checkKernelBBR(f *host.Facts, _ Options) []Finding {
 		Summary:  fmt.Sprintf("kernel %s predates BBR (4.9), fq_codel pacing fixes and per-route congestion control; runbook 000 upgraded CentOS 7's 3.10 to 5.4 first", f.Kernel.Release),
 		Evidence: map[string]string{"kernel": f.Kernel.Release, "available": strings.Join(f.Kernel.CongestionAvailable, " ")},
 		Fix:      "upgrade to a 5.4+ kernel (e.g. ELRepo kernel-ml on CentOS 7); until then cubic with an AQM qdisc",
-		Source:   "000",
+		Source:   runbook000,
 	}}
 }
 
@@ -98,7 +98,7 @@ func checkRootQdiscs(f *host.Facts, _ Options) []Finding {
 				Summary:  fmt.Sprintf("%s queues up to %d packets in a FIFO (%s): one bulk flow can delay every game or SSH packet by tens to thousands of ms", ifc.Name, ifc.TxQueueLen, kind),
 				Evidence: ev,
 				Fix:      fmt.Sprintf("qdisc/%s/root = fq_codel (profiles game-udp, realtime-tcp) or a shaper below the uplink rate (capped-uplink)", ifc.Name),
-				Source:   "000",
+				Source:   runbook000,
 			})
 		case kind == "noqueue" && ifc.Physical():
 			out = append(out, Finding{
@@ -106,7 +106,7 @@ func checkRootQdiscs(f *host.Facts, _ Options) []Finding {
 				Summary:  fmt.Sprintf("%s has no qdisc: packets queue in the driver's rings where no AQM can see them", ifc.Name),
 				Evidence: ev,
 				Fix:      fmt.Sprintf("qdisc/%s/root = fq_codel", ifc.Name),
-				Source:   "000",
+				Source:   runbook000,
 			})
 		}
 	}
@@ -133,7 +133,7 @@ func checkDefaultQdisc(f *host.Facts, _ Options) []Finding {
 		Summary:  fmt.Sprintf("new qdiscs default to %s although %s is available (and existing roots keep theirs: default_qdisc only affects qdiscs created later)", dq, want),
 		Evidence: map[string]string{"net.core.default_qdisc": dq},
 		Fix:      "sysctl/net.core.default_qdisc = " + want + ", plus each interface's qdisc/IF/root (lowlat apply does both)",
-		Source:   "000",
+		Source:   runbook000,
 	}}
 }
 
@@ -147,7 +147,7 @@ func checkFastOpen(f *host.Facts, _ Options) []Finding {
 		Summary:  fmt.Sprintf("TCP Fast Open server side is off (tcp_fastopen=%d): returning clients cannot send their request in the SYN, one extra round trip to first byte", v),
 		Evidence: map[string]string{"net.ipv4.tcp_fastopen": strconv.FormatInt(v, 10)},
 		Fix:      "sysctl/net.ipv4.tcp_fastopen = 3, and TCP_FASTOPEN on the listener (nginx: listen ... fastopen=256)",
-		Source:   "004",
+		Source:   runbook004,
 	}}
 }
 
@@ -161,7 +161,7 @@ func checkSlowStartAfterIdle(f *host.Facts, _ Options) []Finding {
 		Summary:  "connections idle for one RTO restart slow start: bursty traffic (a video GOP, a game round) pays several round trips again after each pause",
 		Evidence: map[string]string{"net.ipv4.tcp_slow_start_after_idle": "1"},
 		Fix:      "sysctl/net.ipv4.tcp_slow_start_after_idle = 0 (profiles realtime-tcp, live-edge)",
-		Source:   "001",
+		Source:   runbook001,
 	}}
 }
 
@@ -181,13 +181,13 @@ func checkSendBuffer(f *host.Facts, _ Options) []Finding {
 			out = append(out, Finding{
 				ID: "send-buffer-small", Severity: Warn,
 				Summary:  fmt.Sprintf("tcp_wmem min, default and max are all %d: send-buffer autotuning is off; runbook 004 measured 1.59 -> 1.16 transactions/s forcing them to 64 KB", hi),
-				Evidence: ev, Fix: "sysctl/net.ipv4.tcp_wmem = 4096 65536 16777216 (profile live-edge)", Source: "004",
+				Evidence: ev, Fix: "sysctl/net.ipv4.tcp_wmem = 4096 65536 16777216 (profile live-edge)", Source: runbook004,
 			})
 		case hi < 4<<20:
 			out = append(out, Finding{
 				ID: "send-buffer-small", Severity: Info,
 				Summary:  fmt.Sprintf("tcp_wmem max is %d KB: one connection cannot keep more than that in flight, too little for one fast viewer on a long path (100 Mbit/s at 100 ms RTT needs 1.2 MB in flight)", hi>>10),
-				Evidence: ev, Fix: "sysctl/net.ipv4.tcp_wmem = 4096 65536 16777216 and net.core.wmem_max = 16777216 (profile live-edge)", Source: "004",
+				Evidence: ev, Fix: "sysctl/net.ipv4.tcp_wmem = 4096 65536 16777216 and net.core.wmem_max = 16777216 (profile live-edge)", Source: runbook004,
 			})
 		}
 	}
@@ -196,7 +196,7 @@ func checkSendBuffer(f *host.Facts, _ Options) []Finding {
 			ID: "send-buffer-small", Severity: Info,
 			Summary:  fmt.Sprintf("tcp_notsent_lowat is %d MB: a stalled client can have that much stale data queued in the kernel per socket", v>>20),
 			Evidence: map[string]string{"net.ipv4.tcp_notsent_lowat": strconv.FormatInt(v, 10)},
-			Fix:      "sysctl/net.ipv4.tcp_notsent_lowat = 131072 (profile live-edge)", Source: "004",
+			Fix:      "sysctl/net.ipv4.tcp_notsent_lowat = 131072 (profile live-edge)", Source: runbook004,
 		})
 	}
 	return out
@@ -224,7 +224,7 @@ func checkInitcwnd(f *host.Facts, _ Options) []Finding {
 			Summary:  "default routes use the kernel's initcwnd 10 (14.6 KB): a 114 KB key frame needs 4 round trips, with initcwnd 40 it needs 2; matters for streaming and web edges",
 			Evidence: map[string]string{"routes": strings.Join(defaults, "; ")},
 			Fix:      "route/default/main/initcwnd = 40 (profile live-edge; roll out 20 -> 30 -> 40)",
-			Source:   "004",
+			Source:   runbook004,
 		})
 	}
 	if len(tooBig) > 0 {
@@ -233,7 +233,7 @@ func checkInitcwnd(f *host.Facts, _ Options) []Finding {
 			Summary:  "initcwnd above 64 segments bursts more than most clients' initial receive window (about 64 KB on Linux 4.20+) and causes loss at shallow bottlenecks",
 			Evidence: map[string]string{"routes": strings.Join(tooBig, "; ")},
 			Fix:      "route/default/main/initcwnd = 40",
-			Source:   "004",
+			Source:   runbook004,
 		})
 	}
 	return out
@@ -247,7 +247,7 @@ func checkObsolete(f *host.Facts, _ Options) []Finding {
 			Summary:  "tcp_tw_recycle=1 drops connections from clients behind NAT (their timestamps disagree); it was removed in Linux 4.12 for that reason",
 			Evidence: map[string]string{"net.ipv4.tcp_tw_recycle": strconv.FormatInt(v, 10)},
 			Fix:      "sysctl/net.ipv4.tcp_tw_recycle = 0 (use tcp_tw_reuse = 1 for outgoing connections)",
-			Source:   "004",
+			Source:   runbook004,
 		})
 	}
 	if v, ok := num(f, "net.ipv4.tcp_low_latency"); ok && v != 0 && f.Kernel.AtLeast(4, 14) {
@@ -256,7 +256,7 @@ func checkObsolete(f *host.Facts, _ Options) []Finding {
 			Summary:  "tcp_low_latency is set in runbooks but the kernel ignores it since 4.14 (the prequeue it controlled is gone): it does nothing here",
 			Evidence: map[string]string{"net.ipv4.tcp_low_latency": f.Sysctls["net.ipv4.tcp_low_latency"], "kernel": f.Kernel.Release},
 			Fix:      "remove it from sysctl.conf; nothing to set",
-			Source:   "001",
+			Source:   runbook001,
 		})
 	}
 	return out
@@ -272,7 +272,7 @@ func checkTHP(f *host.Facts, _ Options) []Finding {
 		Summary:  "transparent huge pages are 'always': compaction and khugepaged stall latency-sensitive processes for milliseconds at random",
 		Evidence: map[string]string{host.SysfsTHPEnabled: v, host.SysfsTHPDefrag: f.Sysfs[host.SysfsTHPDefrag]},
 		Fix:      "sysfs/kernel/mm/transparent_hugepage/enabled = never (profile game-udp)",
-		Source:   "002",
+		Source:   runbook002,
 	}}
 }
 
@@ -304,7 +304,7 @@ func checkIRQBalance(f *host.Facts, _ Options) []Finding {
 			Summary:  "irqbalance runs while NIC queue IRQs are pinned to single CPUs: it will move them back (runbook 002 re-asserted affinity every 5 minutes for this)",
 			Evidence: ev,
 			Fix:      "stop and disable irqbalance, or ban the pinned interrupts (--banirq) and their CPUs (IRQBALANCE_BANNED_CPULIST) in " + orDefault(f.IRQBalance.ConfigPath, "/etc/default/irqbalance") + " and restart it (irq.irqbalance = \"ban\")",
-			Source:   "002",
+			Source:   runbook002,
 		}}
 	}
 	return []Finding{{
@@ -312,7 +312,7 @@ func checkIRQBalance(f *host.Facts, _ Options) []Finding {
 		Summary:  "irqbalance runs: it may move NIC interrupts between CPUs at any time, which shows as jitter; pin them deliberately or ban the CPUs you reserve",
 		Evidence: ev,
 		Fix:      "decide the IRQ placement (runbook 002), then stop irqbalance or ban those CPUs",
-		Source:   "000",
+		Source:   runbook000,
 	}}
 }
 
@@ -393,7 +393,7 @@ func checkIRQConcentration(f *host.Facts, _ Options) []Finding {
 			Summary:  fmt.Sprintf("%.0f%% of %s's %d queue interrupts since boot landed on CPU %d: its softirq work serializes there (and ksoftirqd/%d saturates under load)", share*100, ifc.Name, len(irqs), top, top),
 			Evidence: map[string]string{"interface": ifc.Name, "irqs": strconv.Itoa(len(irqs)), "cpu": strconv.Itoa(top), "share": fmt.Sprintf("%.2f", share), "total": strconv.FormatUint(total, 10)},
 			Fix:      "spread one queue IRQ per CPU on the NIC's NUMA node via /proc/irq/N/smp_affinity_list, with irqbalance stopped or banned (runbook 002)",
-			Source:   "002",
+			Source:   runbook002,
 		})
 	}
 	return out
@@ -419,7 +419,7 @@ func checkSoftnet(f *host.Facts, _ Options) []Finding {
 			Summary:  fmt.Sprintf("%d packets dropped since boot because a CPU's input backlog was full", drops),
 			Evidence: map[string]string{"dropped": strconv.FormatUint(drops, 10), "per_cpu": strings.Join(dropCPUs, " "), "net.core.netdev_max_backlog": f.Sysctls["net.core.netdev_max_backlog"]},
 			Fix:      "spread receive work (more queues / RPS on single-queue NICs) before raising net.core.netdev_max_backlog (4096)",
-			Source:   "000",
+			Source:   runbook000,
 		})
 	}
 	if squeeze > 0 {
@@ -428,7 +428,7 @@ func checkSoftnet(f *host.Facts, _ Options) []Finding {
 			Summary:  fmt.Sprintf("the NAPI budget ran out %d times since boot (time_squeeze): receive processing was cut short and deferred", squeeze),
 			Evidence: map[string]string{"time_squeeze": strconv.FormatUint(squeeze, 10), "per_cpu": strings.Join(squeezeCPUs, " "), "net.core.netdev_budget": f.Sysctls["net.core.netdev_budget"]},
 			Fix:      "spread NIC interrupts across more CPUs (runbook 002); raise net.core.netdev_budget only after",
-			Source:   "002",
+			Source:   runbook002,
 		})
 	}
 	return out
@@ -444,7 +444,7 @@ func checkListenOverflows(f *host.Facts, _ Options) []Finding {
 			Summary:  fmt.Sprintf("%d connections were dropped since boot because an accept queue was full (ListenDrops %d): clients saw a retransmitted SYN, 1 s or more of extra latency each", ov, drops),
 			Evidence: map[string]string{"ListenOverflows": strconv.FormatInt(ov, 10), "ListenDrops": strconv.FormatInt(drops, 10), "net.core.somaxconn": f.Sysctls["net.core.somaxconn"], "net.ipv4.tcp_max_syn_backlog": f.Sysctls["net.ipv4.tcp_max_syn_backlog"]},
 			Fix:      "sysctl/net.core.somaxconn = 4096 and a larger listen() backlog in the server (nginx: listen ... backlog=4096)",
-			Source:   "001",
+			Source:   runbook001,
 		})
 	}
 	if b := ext["TCPBacklogDrop"]; b > 0 {
@@ -453,7 +453,7 @@ func checkListenOverflows(f *host.Facts, _ Options) []Finding {
 			Summary:  fmt.Sprintf("%d segments dropped since boot because a socket's backlog was full while the application held it (TCPBacklogDrop)", b),
 			Evidence: map[string]string{"TCPBacklogDrop": strconv.FormatInt(b, 10), "net.ipv4.tcp_rmem": f.Sysctls["net.ipv4.tcp_rmem"]},
 			Fix:      "find the slow reader (lowlat sockets); larger tcp_rmem only hides it",
-			Source:   "001",
+			Source:   runbook001,
 		})
 	}
 	return out

@@ -196,7 +196,7 @@ func checkNICDrops(f *host.Facts, o Options) []Finding {
 			sort.Strings(rate)
 			out = append(out, Finding{ID: "nic-drops", Severity: Warn,
 				Summary:  fmt.Sprintf("%s is dropping packets now: %s during the %v sample (runbook 000 cut NIC drops from 1200 to 70 per 5 min)", ifc.Name, strings.Join(rate, ", "), s.Window),
-				Evidence: ev, Fix: fix, Source: "000"})
+				Evidence: ev, Fix: fix, Source: runbook000})
 			continue
 		}
 		summary := fmt.Sprintf("%s's drop counters are non-zero since boot (%s)", ifc.Name, counters(total))
@@ -205,7 +205,7 @@ func checkNICDrops(f *host.Facts, o Options) []Finding {
 		} else {
 			summary += "; whether they still grow was " + why
 		}
-		out = append(out, Finding{ID: "nic-drops", Severity: Info, Summary: summary, Evidence: ev, Fix: fix, Source: "000"})
+		out = append(out, Finding{ID: "nic-drops", Severity: Info, Summary: summary, Evidence: ev, Fix: fix, Source: runbook000})
 	}
 	if len(out) == 0 {
 		if why := unsampled(o, "ethtool:"); why != "" {
@@ -237,7 +237,7 @@ func checkLRO(f *host.Facts, _ Options) []Finding {
 			Summary:  fmt.Sprintf("%s has LRO on: the NIC holds packets back to merge them, which delays UDP and small TCP messages and breaks forwarding", ifc.Name),
 			Evidence: map[string]string{"interface": ifc.Name, "rx-lro": "on", "driver": ifc.Ethtool.Driver},
 			Fix:      fmt.Sprintf("ethtool/%s/feature/lro = off (profiles game-udp, realtime-tcp)", ifc.Name),
-			Source:   "000"})
+			Source:   runbook000})
 	}
 	return out
 }
@@ -267,11 +267,11 @@ func checkCoalesce(f *host.Facts, _ Options) []Finding {
 		case c["adaptive-rx"] == 0 && (c["rx-usecs"] >= rxUsecsHigh || c["tx-usecs"] >= txUsecsHigh):
 			out = append(out, Finding{ID: "nic-coalesce-high", Severity: Warn,
 				Summary:  fmt.Sprintf("%s holds interrupts up to %d us (rx) / %d us (tx): every small packet can wait that long before the CPU sees it, and latency turns sticky under load", ifc.Name, c["rx-usecs"], c["tx-usecs"]),
-				Evidence: ev, Fix: fix, Source: "000"})
+				Evidence: ev, Fix: fix, Source: runbook000})
 		case c["adaptive-rx"] != 0:
 			out = append(out, Finding{ID: "nic-coalesce-high", Severity: Info,
 				Summary:  fmt.Sprintf("%s uses adaptive interrupt moderation (now rx-usecs %d): it raises the hold-off time as traffic grows, so latency rises exactly at peak", ifc.Name, c["rx-usecs"]),
-				Evidence: ev, Fix: fix, Source: "000"})
+				Evidence: ev, Fix: fix, Source: runbook000})
 		}
 	}
 	return out
@@ -303,7 +303,7 @@ func checkQueues(f *host.Facts, _ Options) []Finding {
 				ifc.Name, queues, len(n.Pool), n.Node),
 			Evidence: map[string]string{"interface": ifc.Name, "queues": strconv.Itoa(queues), "irq_cpus": host.FormatCPUList(n.Pool), "max_combined": strconv.Itoa(int(ch.MaxCombined))},
 			Fix:      fmt.Sprintf("ethtool/%s/channels/combined = %d with one queue interrupt per CPU (irq.placement = numa-local)", ifc.Name, len(n.Pool)),
-			Source:   "002"})
+			Source:   runbook002})
 	}
 	return out
 }
@@ -401,7 +401,7 @@ func checkSMTSiblings(f *host.Facts, _ Options) []Finding {
 		Summary:  fmt.Sprintf("on %d cores both SMT siblings take queue interrupts: the two hardware threads fight over one core's caches at peak (runbook 002)", len(pairs)),
 		Evidence: ev,
 		Fix:      "one queue interrupt per core, on one thread of it; the other thread for the application (irq.placement = numa-local)",
-		Source:   "002"}}
+		Source:   runbook002}}
 }
 
 func checkNVMeConcentration(f *host.Facts, _ Options) []Finding {
@@ -445,7 +445,7 @@ func checkNVMeConcentration(f *host.Facts, _ Options) []Finding {
 				share*100, ctrl, top),
 			Evidence: map[string]string{"controller": ctrl, "cpu": strconv.Itoa(top), "share": fmt.Sprintf("%.2f", share), "io_queues": strconv.Itoa(n), "total": strconv.FormatUint(total, 10)},
 			Fix:      "nvme.rq_affinity = 2 and keep I/O-heavy threads off the NIC's interrupt CPUs (lowlat pin); on kernels before 4.8 place NVMe interrupts apart (irq.nvme = separate)",
-			Source:   "002"})
+			Source:   runbook002})
 	}
 	return out
 }
@@ -467,7 +467,7 @@ func checkSoftirq(f *host.Facts, o Options) []Finding {
 				topCPU, 100*float64(top)/float64(total)),
 			Evidence: map[string]string{"cpu": strconv.Itoa(topCPU), "net_rx": strconv.FormatUint(top, 10), "net_rx_all_cpus": strconv.FormatUint(total, 10)},
 			Fix:      "spread the NIC's queue interrupts over its node's CPUs (irq.placement = numa-local); RPS where the NIC has one queue",
-			Source:   "002"})
+			Source:   runbook002})
 	}
 	s, _ := sample(o)
 	if why := unsampled(o, SourceThreads); why != "" && len(out) == 0 {
@@ -488,7 +488,7 @@ func checkSoftirq(f *host.Facts, o Options) []Finding {
 			Summary:  fmt.Sprintf("softirq work overflows into ksoftirqd right now (%s during the %v sample): packets wait for the scheduler", strings.Join(hot, ", "), s.Window),
 			Evidence: map[string]string{"ksoftirqd": strings.Join(hot, ", "), "window": s.Window.String()},
 			Fix:      "more queues and interrupt CPUs for the NIC (irq.placement = numa-local), RPS for a single-queue NIC",
-			Source:   "002"})
+			Source:   runbook002})
 	}
 	return out
 }
@@ -522,7 +522,7 @@ func checkNUMARemote(f *host.Facts, o Options) []Finding {
 				Summary:  fmt.Sprintf("%d of %s's queue interrupts fire on CPUs of another NUMA node than the NIC's (%d): every packet's descriptors and data cross the interconnect", len(remote), ifc.Name, ifc.NUMANode),
 				Evidence: map[string]string{"interface": ifc.Name, "nic_node": strconv.Itoa(ifc.NUMANode), "remote": strings.Join(first(remote, 8), " ")},
 				Fix:      "place them on the NIC's node (irq.placement = numa-local)",
-				Source:   "002"})
+				Source:   runbook002})
 		}
 	}
 	s, _ := sample(o)
@@ -557,7 +557,7 @@ func checkNUMARemote(f *host.Facts, o Options) []Finding {
 			topNode, uniqueInts(nicNodes)),
 		Evidence: map[string]string{"busiest": strings.Join(busiest, "; "), "window": s.Window.String()},
 		Fix:      "run the application on the NIC's node: lowlat pin --service NAME (CPUAffinity=, NUMAPolicy=bind)",
-		Source:   "002"})
+		Source:   runbook002})
 	return out
 }
 

@@ -60,7 +60,7 @@ func checkNagle(f *host.Facts, _ Options) []Finding {
 				orDefault(p.Comm, "?"), p.PID, p.SmallWrites),
 			Evidence: ev,
 			Fix:      nagleFix(p.Runtime) + "; for request/response also TCP_QUICKACK after each read. Check it at startup: lowlat sockets --pid PID --require nodelay --port PORT",
-			Source:   "001",
+			Source:   runbook001,
 		})
 	}
 	return out
@@ -179,7 +179,7 @@ func checkProxyNoDelay(f *host.Facts, _ Options) []Finding {
 					Summary:  listenerName(pc, l) + ": tcp_nodelay is off, so nginx leaves Nagle's algorithm on for every proxied connection: small game or RPC messages wait for the previous ACK (~40 ms with delayed ACKs)",
 					Evidence: ev,
 					Fix:      "tcp_nodelay on; in that server (or the stream block), then nginx -s reload (runbook 001)",
-					Source:   "001",
+					Source:   runbook001,
 				})
 				continue
 			}
@@ -199,7 +199,7 @@ func checkProxyNoDelay(f *host.Facts, _ Options) []Finding {
 				out = append(out, Finding{
 					ID: "proxy-tcp-nodelay", Severity: Warn,
 					Summary:  fmt.Sprintf("%s: %d of %d live connections lack TCP_NODELAY although %s: configuration and kernel disagree", listenerName(pc, l), known-nd, known, want),
-					Evidence: ev, Fix: fix, Source: "001",
+					Evidence: ev, Fix: fix, Source: runbook001,
 				})
 			}
 		}
@@ -238,7 +238,7 @@ func checkProxyFastOpen(f *host.Facts, o Options) []Finding {
 				out = append(out, Finding{
 					ID: "proxy-fastopen", Severity: Info,
 					Summary:  fmt.Sprintf("%s: no running %s process listens on port %d: the configuration is not the one running (not reloaded?)", listenerName(pc, l), pc.Kind, l.Port),
-					Evidence: ev, Fix: "reload or restart " + pc.Kind + " so the kernel's listeners match the configuration",
+					Evidence: ev, Fix: "reload or restart " + pc.Kind + " so the kernel's listeners match the configuration", Source: runbook001,
 				})
 			case live.OptionsError != "":
 				// Options unreadable (not root): nothing to compare.
@@ -250,6 +250,7 @@ func checkProxyFastOpen(f *host.Facts, o Options) []Finding {
 					ID: "proxy-fastopen", Severity: Warn,
 					Summary:  fmt.Sprintf("%s: the configuration says fastopen %s but the kernel's listener has a Fast Open queue of %d: configuration and kernel disagree", listenerName(pc, l), fastOpenText(l.FastOpen), live.FastOpenQLen),
 					Evidence: ev, Fix: "restart " + pc.Kind + " (listen options of an existing socket change only on restart for some versions), then lowlat sockets --comm " + pc.Kind + " --state listen",
+					Source: runbook001,
 				})
 			}
 		}
@@ -263,7 +264,7 @@ func checkProxyFastOpen(f *host.Facts, o Options) []Finding {
 				ID: "proxy-fastopen", Severity: Info,
 				Summary:  fmt.Sprintf("%s %s: %d listeners without TCP Fast Open while %s: returning clients pay a full round trip before their first byte", pc.Kind, pc.Path, len(missing), why),
 				Evidence: map[string]string{"config": pc.Path, "listeners": strings.Join(missing, "; ")},
-				Fix:      fix, Source: "001",
+				Fix:      fix, Source: runbook001,
 			})
 		}
 	}

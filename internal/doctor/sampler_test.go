@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 // TestLiveSampler watches this host for a short window while a goroutine
@@ -11,6 +13,7 @@ import (
 // The machine is shared with other tests, so the share asked for is modest
 // and one retry is allowed.
 func TestLiveSampler(t *testing.T) {
+	testnet.Heavy(t, "samples the whole machine's CPU")
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -45,4 +48,9 @@ func TestLiveSampler(t *testing.T) {
 		}
 		t.Logf("retrying once: the spinning thread got too little CPU on a busy machine: %+v", s.Threads)
 	}
+}
+
+// The live sampler test is heavy: a plain "go test ./..." leaves it out.
+func TestLiveSamplerIsHeavy(t *testing.T) {
+	testnet.CheckHeavy(t, "TestLiveSampler")
 }

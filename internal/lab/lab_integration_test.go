@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/qdisc"
 	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/vishvananda/netlink"
@@ -135,49 +136,17 @@ func hasQdisc(t *testing.T, kind string) bool {
 	}) == nil
 }
 
-// knownMiss is an expectation that misses for a reason understood and
-// written down in docs/lab.md ("Figures"). applies says whether the reason
-// holds for this run; everything else must hold, and a test fails on any
-// other miss.
-type knownMiss struct {
-	why     string
-	applies func(r *Result, v *VariantResult) bool
-}
-
-func always(*Result, *VariantResult) bool { return true }
-
-// plainTBF: capped-uplink fell back to tbf without an AQM leaf (no cake,
-// no fq_codel on this kernel).
-func plainTBF(_ *Result, v *VariantResult) bool {
-	return slices.ContainsFunc(v.Changes, func(c KnobChange) bool {
-		return strings.HasSuffix(c.Knob, "/root") && strings.HasPrefix(c.After, "tbf ") && !strings.Contains(c.After, "leaf")
-	})
-}
-
-func withNetem(r *Result, _ *VariantResult) bool { return !slices.Contains(r.Kernel.Missing, "netem") }
-
-var knownMisses = map[string]knownMiss{
-	"bufferbloat-uplink/capped-uplink/derived.goodput_share": {plainTBFFallback, plainTBF},
-	"bufferbloat-uplink/bbr/derived.loaded_p50_ms":           {"BBR (v1) keeps about 2 BDP plus three TSO bursts in flight per flow: 4 flows at 2 Mbit/s hold ~300 ms in the provider's buffer; the runbook's one scp flow would hold about a quarter of that", withNetem},
-	"bufferbloat-uplink/runbook-tbf/derived.added_p99_ms":    {"TCP small queues: a sender's own flows may each keep only ~2 packets in its local qdisc, so 4 flows at 40 ms RTT fill the runbook's tbf to ~100 ms, not to its 300 ms limit (on a path without delay the pacing-based limit is large and the tbf fills: 310 ms)", withNetem},
-	"game-egress/baseline/derived.game_added_p99_ms":         {"TCP small queues keep a host's own 4 download flows at ~2 packets each in its NIC queue: the FIFO adds ~15-35 ms (runbook 000 measured 21 ms p99 before its fix), not hundreds of ms", always},
-	"first-frame/initcwnd-40/derived.last_byte_1m_rtts":      {"some 1 MB transfers take a round or more longer (receiver window growth): the median sits between 6.0 and 7.2 RTT from run to run", withNetem},
-	"first-frame/initcwnd-40+tfo/derived.last_byte_1m_rtts":  {"TFO brings the first byte one RTT sooner, but the 1 MB transfer after a Fast Open handshake ends no earlier (measured 0.7 RTT later on 6.1 with cubic)", withNetem},
-}
-
-const plainTBFFallback = "without cake or fq_codel, capped-uplink falls back to a plain tbf whose whole queue drains in 20 ms (3 packets at 1.8 Mbit/s): the delay bound holds, but 4 flows sharing 3 packets of drop-tail queue lose together and some stall in retransmission timeouts, so goodput lands near 77 % of the cap; cake or fq_codel (the profile's first choices, used in the VM) meet both bounds"
-
 // runScenario runs a scenario and checks it: every variant ran, every
-// verdict agrees with the figure it judges, and expectations hold except
-// known misses. Timing-sensitive scenarios get up to two retries with the
-// reason logged: under qemu's software CPU a burst of other work on the
-// machine starves the guest's senders for tens of milliseconds (a clean
-// clone's run missed game-egress twice while other tests ran beside it).
+// verdict agrees with the figure it judges, and every expectation held; a
+// miss fails the test, whatever the reason. A timing-sensitive scenario gets
+// one retry, and the test says so in its output with the misses that caused
+// it: under qemu's software CPU, a burst of other work on a shared machine
+// can starve the guest's senders and timers for tens of milliseconds.
 func runScenario(t *testing.T, name string, opts Options, retry bool) *Result {
 	t.Helper()
 	allowCongestion(t)
 	links := hostLinks(t)
-	for attempt := 1; ; attempt++ {
+	return retryOnce(t, name, retry, func(attempt int) (*Result, []string) {
 		opts.ID = testID(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		var steps []string
@@ -194,25 +163,18 @@ func runScenario(t *testing.T, name string, opts Options, retry bool) *Result {
 		var b bytes.Buffer
 		WriteText(&b, r, false)
 		t.Logf("attempt %d:\n%s", attempt, b.String())
-		unexpected := checkResult(t, r)
-		if len(unexpected) == 0 {
-			return r
-		}
-		if !retry || attempt == 3 {
-			t.Errorf("expectations missed: %s", strings.Join(unexpected, "; "))
-			return r
-		}
-		t.Logf("retrying (attempt %d of 3): timing on a shared 2-core machine (%s)", attempt+1, strings.Join(unexpected, "; "))
-	}
+		return r, checkResult(t, r)
+	})
 }
 
-// checkResult checks verdict consistency and returns the unexpected misses.
+// checkResult checks verdict consistency and returns the missed
+// expectations.
 func checkResult(t *testing.T, r *Result) []string {
 	t.Helper()
-	var unexpected []string
+	var missed []string
 	for _, v := range r.Variants {
 		if v.Status != StatusRan {
-			unexpected = append(unexpected, v.Name+" did not run: "+v.Why)
+			missed = append(missed, v.Name+" did not run: "+v.Why)
 			continue
 		}
 		if v.Timeline == nil || len(v.Timeline.Points) == 0 {
@@ -223,7 +185,7 @@ func checkResult(t *testing.T, r *Result) []string {
 		}
 		for _, e := range v.Expectations {
 			if e.Observed == nil {
-				unexpected = append(unexpected, fmt.Sprintf("%s: %s not measured", v.Name, e.Metric))
+				missed = append(missed, fmt.Sprintf("%s: %s not measured", v.Name, e.Metric))
 				continue
 			}
 			x := Expect{Op: e.Op}
@@ -236,17 +198,12 @@ func checkResult(t *testing.T, r *Result) []string {
 			if x.holds(*e.Observed) != e.Pass {
 				t.Errorf("%s: verdict %v for %s = %g against %v", v.Name, e.Pass, e.Metric, *e.Observed, e.Value)
 			}
-			key := r.Scenario + "/" + v.Name + "/" + e.Metric
 			if !e.Pass {
-				if km, ok := knownMisses[key]; ok && km.applies(r, &v) {
-					t.Logf("known miss %s = %g (%s): %s", key, *e.Observed, e.Desc, km.why)
-					continue
-				}
-				unexpected = append(unexpected, fmt.Sprintf("%s = %g, want %s %v (%s)", key, *e.Observed, e.Op, e.Value, e.Desc))
+				missed = append(missed, fmt.Sprintf("%s/%s/%s = %g, want %s %v (%s)", r.Scenario, v.Name, e.Metric, *e.Observed, e.Op, e.Value, e.Desc))
 			}
 		}
 	}
-	return unexpected
+	return missed
 }
 
 // allowCongestion lets the lab's namespaces choose every congestion control
@@ -307,11 +264,40 @@ func TestIntegrationBufferbloatUplink(t *testing.T) {
 		return
 	}
 	needFeature(t, "cake", "fq_codel", "netem")
-	runScenario(t, "bufferbloat-uplink", Options{}, true)
+	r := runScenario(t, "bufferbloat-uplink", Options{}, true)
+	// The mechanisms: both BBR variants ran BBR, one with the runbook's
+	// single upload flow, the other with 4.
+	for _, v := range r.Variants {
+		want := map[string]int{"bbr-1-flow": 1, "bbr-4-flows": 4}[v.Name]
+		if want == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(v.Changes, func(c KnobChange) bool {
+			return c.Knob == "sysctl/net.ipv4.tcp_congestion_control" && c.After == "bbr"
+		}) {
+			t.Errorf("%s: the engine did not set bbr: %v", v.Name, v.Changes)
+		}
+		if l, ok := v.Metrics["load"].(*probe.LoadResult); !ok || l.Config.Flows != want {
+			t.Errorf("%s: load %+v, want %d flows", v.Name, v.Metrics["load"], want)
+		}
+	}
 }
 
 func TestIntegrationGameEgress(t *testing.T) {
 	needRoot(t)
+	if !hasQdisc(t, "fq_codel") {
+		if testnet.Required("fq_codel") {
+			t.Fatal("kernel feature fq_codel is required here but missing")
+		}
+		// This kernel: the baseline only (the FIFO's queueing; without
+		// netem there is no path delay). game-udp needs fq_codel and runs
+		// in the VM.
+		r := runScenario(t, "game-egress", Options{Variants: []string{"baseline"}}, true)
+		if len(r.Variants) != 1 {
+			t.Errorf("%d variants ran, want the baseline alone", len(r.Variants))
+		}
+		return
+	}
 	needFeature(t, "fq_codel", "netem")
 	runScenario(t, "game-egress", Options{}, true)
 }

@@ -15,7 +15,7 @@ func init() {
 	measurers["nagle-small-messages"] = measureNagle
 	measurers["first-frame"] = measureFirstFrame
 	measurers["game-egress"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 4) }
-	measurers["cross-border-jitter"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 8) }
+	measurers["cross-border-jitter"] = func(e *env, vr *VariantResult) error { return measureGame(e, vr, 4) }
 }
 
 func ms(us float64) float64 { return round3(us / 1000) }
@@ -31,14 +31,19 @@ func inClient[T any](e *env, f func(ctx context.Context) (T, error)) (T, error) 
 	return res, err
 }
 
-// measureBufferbloat: probe load --upload through the provider's buffer.
+// measureBufferbloat: probe load --upload through the provider's buffer,
+// with 4 flows unless the variant says otherwise.
 func measureBufferbloat(e *env, vr *VariantResult) error {
 	idle, loaded := e.opts.dur(3*time.Second), e.opts.dur(15*time.Second)
+	flows := 4
+	if e.v.App.Flows > 0 {
+		flows = e.v.App.Flows
+	}
 	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 50*time.Millisecond)
 	if err != nil {
 		return fmt.Errorf("sampler: %w", err)
 	}
-	e.phase(fmt.Sprintf("measure: probe load --upload (%s idle, then %s under 4 upload flows)", idle, loaded), idle+loaded+2*time.Second)
+	e.phase(fmt.Sprintf("measure: probe load --upload (%s idle, then %s under %d upload flows)", idle, loaded, flows), idle+loaded+2*time.Second)
 	// Upload goodput is what reaches the server inside the loaded phase,
 	// from its NIC's counters: the probe's own figure divides by the
 	// loaded phase everything the reflector received until the flows
@@ -46,7 +51,7 @@ func measureBufferbloat(e *env, vr *VariantResult) error {
 	// buffer, in the sender's socket buffers) when the phase ended.
 	rx := e.t.Server.rxRate(e.ctx, ServerIf, idle+time.Second, loaded-time.Second)
 	res, err := inClient(e, func(ctx context.Context) (*probe.LoadResult, error) {
-		return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(idle), Duration: probe.Duration(loaded)})
+		return probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: flows, Idle: probe.Duration(idle), Duration: probe.Duration(loaded)})
 	})
 	s.mark("upload", idle)
 	vr.Timeline = s.stop()
@@ -165,7 +170,9 @@ func measureFirstFrame(e *env, vr *VariantResult) error {
 }
 
 // measureGame: a 60 Hz UDP game flow (160 B, DSCP EF) alone, then while
-// flows TCP flows download through the server's NIC.
+// flows TCP flows download through the server's NIC. The players' round
+// trip comes from probe udp; the server's queueing from the server's own
+// 60 Hz updates, stamped by the kernel as they enter and leave its qdisc.
 func measureGame(e *env, vr *VariantResult, flows int) error {
 	idle, loaded := e.opts.dur(3*time.Second), e.opts.dur(15*time.Second)
 	const loadIdle = 2 * time.Second
@@ -175,12 +182,24 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 		return fmt.Errorf("sampler: %w", err)
 	}
 	defer func() { vr.Timeline = s.stop() }()
+	eg, err := startEgressTimer(e.ctx, e.t.Server, e.t.Client, time.Second/60)
+	if err != nil {
+		return err
+	}
+	egStopped := false
+	defer func() {
+		if !egStopped {
+			eg.stop()
+		}
+	}()
 	e.phase(fmt.Sprintf("measure: 60 Hz game flow alone (%s)", idle), idle)
+	eg.mark("idle")
 	gIdle, err := inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
 		g := game
 		g.Duration = probe.Duration(idle)
 		return probe.UDP(ctx, g)
 	})
+	eg.mark("")
 	if err != nil {
 		return fmt.Errorf("game flow, idle: %w", err)
 	}
@@ -205,18 +224,25 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 	case <-e.ctx.Done():
 		gErr = e.ctx.Err()
 	case <-time.After(loadIdle + time.Second):
+		eg.mark("loaded")
 		gLoad, gErr = inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
 			g := game
 			g.Duration = probe.Duration(loaded - 1500*time.Millisecond)
 			return probe.UDP(ctx, g)
 		})
+		eg.mark("")
 	}
 	lo := <-lc
+	egStopped = true
+	phases, egErr := eg.stop()
 	if gErr != nil {
 		return fmt.Errorf("game flow, loaded: %w", gErr)
 	}
 	if lo.err != nil {
 		return fmt.Errorf("download: %w", lo.err)
+	}
+	if egErr != nil {
+		return fmt.Errorf("server updates: %w", egErr)
 	}
 	lossPct, pathLoss := 0.0, 0.0
 	if gLoad.Sent > 0 {
@@ -230,19 +256,55 @@ func measureGame(e *env, vr *VariantResult, flows int) error {
 	vr.Metrics["game_idle"] = gIdle
 	vr.Metrics["game"] = gLoad
 	vr.Metrics["load"] = lo.r
-	vr.Metrics["derived"] = map[string]float64{
+	d := map[string]float64{
 		"game_idle_p50_ms":     ms(gIdle.RTT.P50),
 		"game_idle_p99_ms":     ms(gIdle.RTT.P99),
 		"game_idle_jitter_ms":  ms(gIdle.Jitter),
 		"game_loaded_p50_ms":   ms(gLoad.RTT.P50),
 		"game_loaded_p99_ms":   ms(gLoad.RTT.P99),
+		"game_added_mean_ms":   ms(gLoad.RTT.Mean - gIdle.RTT.P50),
 		"game_added_p99_ms":    ms(gLoad.RTT.P99 - gIdle.RTT.P50),
 		"game_queueing_p99_ms": ms(gLoad.RTT.P99 - gIdle.RTT.P99),
 		"game_loss_pct":        lossPct,
 		"path_loss_pct":        pathLoss,
 		"bulk_mbps":            lo.r.Goodput.Down,
-		"bulk_share":           round3(lo.r.Goodput.Down / nicRate),
 	}
+	if nic := e.sc.Topo.ServerNIC.mbps(); nic > 0 {
+		d["bulk_share"] = round3(lo.r.Goodput.Down / nic)
+	}
+	// The game probe's own send lag says whether the machine gave the lab
+	// the CPU it needs: sends that leave late mean threads ran late, and
+	// the round trips carry that lateness (the server's queueing, from
+	// kernel stamps, only the kernel's own).
+	lag := max(gIdle.SendLag.P99, gLoad.SendLag.P99)
+	d["game_send_lag_p99_ms"] = ms(lag)
+	if lag > 10000 {
+		vr.Notes = append(vr.Notes, fmt.Sprintf("the game probe's sends left up to %.1f ms late (p99): the machine was short of CPU, and the round-trip figures carry that lateness (server queueing comes from kernel stamps)", lag/1000))
+	}
+	// The server's queueing, from its own updates' kernel stamps. An update
+	// without both stamps was dropped in the qdisc or the kernel does not
+	// stamp this device: the metric is left out (and its expectation fails)
+	// rather than made up from the rest.
+	for _, ph := range []string{"idle", "loaded"} {
+		p := phases[ph]
+		if p == nil || p.Sent == 0 || len(p.Waits) < p.Sent*9/10 {
+			got, sent := 0, 0
+			if p != nil {
+				got, sent = len(p.Waits), p.Sent
+			}
+			vr.Notes = append(vr.Notes, fmt.Sprintf("server queueing not measured (%s): %d of %d server updates came back with both kernel stamps (entering the qdisc, leaving for %s)", ph, got, sent, ServerIf))
+			continue
+		}
+		vr.Metrics["server_updates_"+ph] = map[string]any{"sent": p.Sent, "stamped": len(p.Waits)}
+		if ph == "idle" {
+			d["server_queueing_idle_p99_ms"] = quantile(p.Waits, 0.99)
+			continue
+		}
+		d["server_queueing_mean_ms"] = meanMS(p.Waits)
+		d["server_queueing_p50_ms"] = quantile(p.Waits, 0.50)
+		d["server_queueing_p99_ms"] = quantile(p.Waits, 0.99)
+	}
+	vr.Metrics["derived"] = d
 	vr.CDF = "game.histograms.rtt_ns"
 	return nil
 }

@@ -46,6 +46,9 @@ type App struct {
 	Nagle bool
 	// FastOpen makes the client use TCP Fast Open (TCP_FASTOPEN_CONNECT).
 	FastOpen bool
+	// Flows is the number of bulk TCP flows the application runs (an upload
+	// of one scp is one flow); 0 takes the scenario's own number.
+	Flows int
 	// Change describes the application-side change, for reports.
 	Change string
 }

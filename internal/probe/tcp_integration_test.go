@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 func TestIntegrationTCPRR(t *testing.T) {
@@ -121,6 +123,7 @@ func TestIntegrationCapacity(t *testing.T) {
 // 10,000 sockets: RLIMIT_NOFILE's hard limit may be 20,000 and, without
 // CAP_SYS_RESOURCE, cannot be raised.
 func TestIntegrationTCP10kConnections(t *testing.T) {
+	testnet.Heavy(t, "10,000 connections")
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -145,6 +148,11 @@ func TestIntegrationTCP10kConnections(t *testing.T) {
 	if res.Requests != 3*n {
 		t.Errorf("requests = %d, want %d", res.Requests, 3*n)
 	}
+}
+
+// The 10k test is heavy: a plain "go test ./..." leaves it out.
+func TestTCP10kConnectionsIsHeavy(t *testing.T) {
+	testnet.CheckHeavy(t, "TestIntegrationTCP10kConnections")
 }
 
 // startChildReflector re-executes the test binary as a reflector on a free

@@ -14,6 +14,7 @@ func TestBuiltinsResolve(t *testing.T) {
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("built-ins = %v, want %v", names, want)
 	}
+	anchors := runbookSections(t)
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
 			p, err := Builtin(n)
@@ -31,9 +32,15 @@ func TestBuiltinsResolve(t *testing.T) {
 			if len(r.Settings) == 0 {
 				t.Fatal("no settings")
 			}
+			if !anchors[r.Source] {
+				t.Errorf("profile source %q is not a section of docs/runbooks.md", r.Source)
+			}
 			for _, s := range r.Settings {
 				if s.Why == "" || s.Source == "" {
 					t.Errorf("%s: every built-in setting needs a rationale and a runbook (why=%q source=%q)", s.Key, s.Why, s.Source)
+				}
+				if !anchors[s.Source] {
+					t.Errorf("%s: source %q is not a section of docs/runbooks.md (want docs/runbooks.md#NNN-...)", s.Key, s.Source)
 				}
 				if strings.Contains(s.Value, "${") {
 					t.Errorf("%s: unexpanded template %q", s.Key, s.Value)
@@ -41,6 +48,38 @@ func TestBuiltinsResolve(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runbookSections lists the sections of docs/runbooks.md as references a
+// source may name: "docs/runbooks.md#000-cross-border-game-server" for the
+// heading "## 000: cross-border game server" (GitHub's anchor rules).
+func runbookSections(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		h, ok := strings.CutPrefix(line, "## ")
+		if !ok {
+			continue
+		}
+		var a strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				a.WriteByte('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				a.WriteRune(r)
+			}
+		}
+		out["docs/runbooks.md#"+a.String()] = true
+	}
+	if len(out) < 5 {
+		t.Fatalf("docs/runbooks.md has %d sections, want one per runbook", len(out))
+	}
+	return out
 }
 
 func TestCappedUplinkTemplates(t *testing.T) {

@@ -1,8 +1,9 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
-	"html"
+	"html/template"
 	"io"
 	"strings"
 )
@@ -76,103 +77,79 @@ ul.notes{color:var(--muted);font-size:13px;padding-left:20px}
 footer{color:var(--muted);font-size:12px;padding:0 32px 24px}
 `
 
+// pageHTML lays the page out. html/template escapes every text and
+// attribute by its context; the charts are inserted as markup because
+// Chart.SVG builds them from numbers and escapes each text it places.
+const pageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{{.Title}}</title>
+<style>{{.CSS}}</style>
+</head>
+<body>
+<header><h1>{{.Title}}</h1>{{with .Subtitle}}<p class="sub">{{.}}</p>{{end}}</header>
+<main>
+{{range .Sections -}}
+{{if .ID}}<section id="{{.ID}}">{{else}}<section>{{end}}<h2>{{.Title}}{{if .Badge}} <span class="badge {{styleClass .BadgeStyle}}">{{.Badge}}</span>{{end}}</h2>
+{{range .Paragraphs}}<p>{{.}}</p>
+{{end -}}
+{{with .Facts}}<dl>{{range .}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl>
+{{end -}}
+{{with .Table}}<table><thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead><tbody>{{range .Rows}}<tr>{{range .}}{{with cellClass .}}<td class="{{.}}">{{else}}<td>{{end}}{{.Text}}</td>{{end}}</tr>{{end}}</tbody></table>
+{{end -}}
+{{with .Charts}}<div class="charts">{{range .}}<figure{{if .Wide}} class="wide"{{end}}>{{svg .Chart}}{{with .Caption}}<figcaption>{{.}}</figcaption>{{end}}</figure>
+{{end}}</div>
+{{end -}}
+{{with .Notes}}<ul class="notes">{{range .}}<li>{{.}}</li>{{end}}</ul>
+{{end -}}
+</section>
+{{end -}}
+</main>
+{{with .Footer}}<footer>{{.}}</footer>
+{{end -}}
+</body>
+</html>
+`
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"styleClass": styleClass,
+	"cellClass":  cellClass,
+	// The chart's SVG is built by Chart.SVG, which escapes every text it
+	// places; it goes into the page as markup.
+	"svg": func(c Chart) template.HTML { return template.HTML(c.SVG()) },
+}).Parse(pageHTML))
+
 // WriteHTML renders the page.
 func WriteHTML(w io.Writer, p *Page) error {
-	var b strings.Builder
-	e := html.EscapeString
-	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
-	b.WriteString(`<meta name="viewport" content="width=device-width, initial-scale=1">` + "\n")
-	// No network: nothing on the page may load from anywhere.
-	b.WriteString(`<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">` + "\n")
-	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n", e(p.Title), pageCSS)
-	fmt.Fprintf(&b, "<header><h1>%s</h1>", e(p.Title))
-	if p.Subtitle != "" {
-		fmt.Fprintf(&b, `<p class="sub">%s</p>`, e(p.Subtitle))
+	var b bytes.Buffer
+	data := struct {
+		*Page
+		CSS template.CSS
+	}{p, template.CSS(pageCSS)}
+	if err := pageTemplate.Execute(&b, data); err != nil {
+		return fmt.Errorf("render html: %w", err)
 	}
-	b.WriteString("</header>\n<main>\n")
-	for _, s := range p.Sections {
-		if s.ID != "" {
-			fmt.Fprintf(&b, `<section id="%s">`, e(s.ID))
-		} else {
-			b.WriteString("<section>")
-		}
-		fmt.Fprintf(&b, "<h2>%s", e(s.Title))
-		if s.Badge != "" {
-			fmt.Fprintf(&b, ` <span class="badge s%d">%s</span>`, s.BadgeStyle, e(s.Badge))
-		}
-		b.WriteString("</h2>\n")
-		for _, para := range s.Paragraphs {
-			fmt.Fprintf(&b, "<p>%s</p>\n", e(para))
-		}
-		if len(s.Facts) > 0 {
-			b.WriteString("<dl>")
-			for _, f := range s.Facts {
-				fmt.Fprintf(&b, "<dt>%s</dt><dd>%s</dd>", e(f[0]), e(f[1]))
-			}
-			b.WriteString("</dl>\n")
-		}
-		if s.Table != nil {
-			writeHTMLTable(&b, s.Table)
-		}
-		if len(s.Charts) > 0 {
-			b.WriteString(`<div class="charts">`)
-			for _, c := range s.Charts {
-				cls := ""
-				if c.Wide {
-					cls = ` class="wide"`
-				}
-				fmt.Fprintf(&b, "<figure%s>%s", cls, c.Chart.SVG())
-				if c.Caption != "" {
-					fmt.Fprintf(&b, "<figcaption>%s</figcaption>", e(c.Caption))
-				}
-				b.WriteString("</figure>\n")
-			}
-			b.WriteString("</div>\n")
-		}
-		if len(s.Notes) > 0 {
-			b.WriteString(`<ul class="notes">`)
-			for _, n := range s.Notes {
-				fmt.Fprintf(&b, "<li>%s</li>", e(n))
-			}
-			b.WriteString("</ul>\n")
-		}
-		b.WriteString("</section>\n")
-	}
-	b.WriteString("</main>\n")
-	if p.Footer != "" {
-		fmt.Fprintf(&b, "<footer>%s</footer>\n", e(p.Footer))
-	}
-	b.WriteString("</body>\n</html>\n")
-	_, err := io.WriteString(w, b.String())
+	_, err := w.Write(b.Bytes())
 	return err
 }
 
-func writeHTMLTable(b *strings.Builder, t *Table) {
-	e := html.EscapeString
-	b.WriteString("<table><thead><tr>")
-	for _, h := range t.Header {
-		fmt.Fprintf(b, "<th>%s</th>", e(h))
+// styleClass is the CSS class of a style: s1 (good) .. s5 (bold).
+func styleClass(s Style) string { return fmt.Sprintf("s%d", s) }
+
+// cellClass is a table cell's classes: its style, and num for figures
+// (tabular digits, no wrapping).
+func cellClass(c Cell) string {
+	var cls []string
+	if c.Style != Plain {
+		cls = append(cls, styleClass(c.Style))
 	}
-	b.WriteString("</tr></thead><tbody>")
-	for _, r := range t.Rows {
-		b.WriteString("<tr>")
-		for _, c := range r {
-			cls := ""
-			if c.Style != Plain {
-				cls = fmt.Sprintf("s%d", c.Style)
-			}
-			if isNumeric(c.Text) {
-				cls = strings.TrimSpace(cls + " num")
-			}
-			if cls != "" {
-				fmt.Fprintf(b, `<td class="%s">%s</td>`, cls, e(c.Text))
-			} else {
-				fmt.Fprintf(b, "<td>%s</td>", e(c.Text))
-			}
-		}
-		b.WriteString("</tr>")
+	if isNumeric(c.Text) {
+		cls = append(cls, "num")
 	}
-	b.WriteString("</tbody></table>\n")
+	return strings.Join(cls, " ")
 }
 
 func isNumeric(s string) bool {

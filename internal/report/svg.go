@@ -2,7 +2,7 @@ package report
 
 import (
 	"fmt"
-	"html"
+	"html/template"
 	"math"
 	"sort"
 	"strconv"
@@ -143,9 +143,74 @@ func FormatNumber(v float64) string {
 
 func f1(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64) }
 
+// svgHTML draws a chart from its laid-out view. html/template escapes every
+// text and attribute value; the coordinates are numbers formatted by f1.
+const svgHTML = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.W}} {{.H}}" width="{{.W}}" height="{{.H}}" role="img" class="chart">` +
+	`<title>{{.Title}}</title><rect x="0" y="0" width="{{.W}}" height="{{.H}}" fill="#fff"/>` +
+	`{{if .Title}}<text x="{{.TitleX}}" y="17" class="ct">{{.Title}}</text>{{end}}` +
+	`{{range .Ticks}}<line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" class="grid"/><text x="{{.TX}}" y="{{.TY}}" class="{{.Class}}">{{.Label}}</text>{{end}}` +
+	`<rect x="{{.Frame.X}}" y="{{.Frame.Y}}" width="{{.Frame.W}}" height="{{.Frame.H}}" class="frame"/>` +
+	`{{with .XLabel}}<text x="{{.X}}" y="{{.Y}}" class="xl">{{.Text}}</text>{{end}}` +
+	`{{with .YLabel}}<text transform="translate(14 {{.Y}}) rotate(-90)" class="yl">{{.Text}}</text>{{end}}` +
+	`<clipPath id="{{.Clip}}"><rect x="{{.ClipRect.X}}" y="{{.ClipRect.Y}}" width="{{.ClipRect.W}}" height="{{.ClipRect.H}}"/></clipPath>` +
+	`{{range .Marks}}<line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" class="mark"/><text x="{{.TX}}" y="{{.TY}}" class="ml">{{.Label}}</text>{{end}}` +
+	`<g clip-path="url(#{{.Clip}})">{{range .Series}}` +
+	`{{if .Dots}}<g fill="{{.Color}}">{{range .Points}}<circle cx="{{index . 0}}" cy="{{index . 1}}" r="1.6"/>{{end}}</g>` +
+	`{{else if .Path}}<path d="{{.Path}}" fill="none" stroke="{{.Color}}" stroke-width="2"/>{{end}}` +
+	`{{range .Markers}}<path d="{{.}}" class="lost"/>{{end}}{{end}}</g>` +
+	`{{range .Legend}}<rect x="{{.RX}}" y="{{.RY}}" width="14" height="4" fill="{{.Color}}"/><text x="{{.TX}}" y="{{.TY}}" class="lg">{{.Name}}</text>{{end}}` +
+	`</svg>`
+
+var svgTemplate = template.Must(template.New("svg").Parse(svgHTML))
+
+// svgView is a chart laid out in pixels, every coordinate formatted.
+type svgView struct {
+	W, H           int
+	Title, TitleX  string
+	Ticks, Marks   []svgRule
+	Frame          svgRect
+	XLabel, YLabel *svgText
+	Clip           string
+	ClipRect       svgRect
+	Series         []svgSeries
+	Legend         []svgLegend
+}
+
+// svgRule is a line with its label: a grid line and its tick, or a mark.
+type svgRule struct {
+	X1, Y1, X2, Y2 string
+	TX, TY, Class  string
+	Label          string
+}
+
+type svgRect struct{ X, Y, W, H string }
+
+type svgText struct{ X, Y, Text string }
+
+type svgSeries struct {
+	Color string
+	// Dots are points drawn as dots; Path the line through them otherwise.
+	Dots    bool
+	Points  [][2]string
+	Path    string
+	Markers []string // the d of each cross
+}
+
+type svgLegend struct{ RX, RY, Color, TX, TY, Name string }
+
 // SVG renders the chart as a standalone <svg> element (no scripts, no
 // external references).
 func (c Chart) SVG() string {
+	var b strings.Builder
+	if err := svgTemplate.Execute(&b, c.layout()); err != nil {
+		// The template and its data are ours: an error is a bug.
+		panic("report: svg template: " + err.Error())
+	}
+	return b.String()
+}
+
+// layout places the chart's parts in pixels.
+func (c Chart) layout() *svgView {
 	w, h := c.Width, c.Height
 	if w == 0 {
 		w = 640
@@ -187,53 +252,43 @@ func (c Chart) SVG() string {
 	xs := newScale(xlo, xhi, x0, x1, c.LogX)
 	ys := newScale(ylo, yhi, y0, y1, c.LogY)
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" class="chart">`, w, h, w, h)
-	fmt.Fprintf(&b, `<title>%s</title>`, html.EscapeString(c.Title))
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`, w, h)
-	if c.Title != "" {
-		fmt.Fprintf(&b, `<text x="%s" y="17" class="ct">%s</text>`, f1(x0), html.EscapeString(c.Title))
-	}
+	v := &svgView{W: w, H: h, Title: c.Title, TitleX: f1(x0)}
 	// Grid and ticks.
 	for _, t := range xs.ticks() {
 		x := xs.px(t)
 		if x < x0-0.5 || x > x1+0.5 {
 			continue
 		}
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="grid"/>`, f1(x), f1(y1), f1(x), f1(y0))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" class="tx">%s</text>`, f1(x), f1(y0+15), html.EscapeString(FormatNumber(t)+c.XUnit))
+		v.Ticks = append(v.Ticks, svgRule{X1: f1(x), Y1: f1(y1), X2: f1(x), Y2: f1(y0), TX: f1(x), TY: f1(y0 + 15), Class: "tx", Label: FormatNumber(t) + c.XUnit})
 	}
 	for _, t := range ys.ticks() {
 		y := ys.px(t)
 		if y > y0+0.5 || y < y1-0.5 {
 			continue
 		}
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="grid"/>`, f1(x0), f1(y), f1(x1), f1(y))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" class="ty">%s</text>`, f1(x0-6), f1(y+4), html.EscapeString(FormatNumber(t)+c.YUnit))
+		v.Ticks = append(v.Ticks, svgRule{X1: f1(x0), Y1: f1(y), X2: f1(x1), Y2: f1(y), TX: f1(x0 - 6), TY: f1(y + 4), Class: "ty", Label: FormatNumber(t) + c.YUnit})
 	}
-	fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" class="frame"/>`, f1(x0), f1(y1), f1(x1-x0), f1(y0-y1))
+	v.Frame = svgRect{X: f1(x0), Y: f1(y1), W: f1(x1 - x0), H: f1(y0 - y1)}
 	if c.XLabel != "" {
-		fmt.Fprintf(&b, `<text x="%s" y="%s" class="xl">%s</text>`, f1((x0+x1)/2), f1(y0+32), html.EscapeString(c.XLabel))
+		v.XLabel = &svgText{X: f1((x0 + x1) / 2), Y: f1(y0 + 32), Text: c.XLabel}
 	}
 	if c.YLabel != "" {
-		fmt.Fprintf(&b, `<text transform="translate(14 %s) rotate(-90)" class="yl">%s</text>`, f1((y0+y1)/2), html.EscapeString(c.YLabel))
+		v.YLabel = &svgText{Y: f1((y0 + y1) / 2), Text: c.YLabel}
 	}
-	clip := fmt.Sprintf("c%x", hashString(c.Title+c.XLabel+c.YLabel+strconv.Itoa(len(c.Series))))
-	fmt.Fprintf(&b, `<clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath>`, clip, f1(x0), f1(y1-4), f1(x1-x0), f1(y0-y1+8))
+	v.Clip = fmt.Sprintf("c%x", hashString(c.Title+c.XLabel+c.YLabel+strconv.Itoa(len(c.Series))))
+	v.ClipRect = svgRect{X: f1(x0), Y: f1(y1 - 4), W: f1(x1 - x0), H: f1(y0 - y1 + 8)}
 	for _, m := range c.Marks {
 		x := xs.px(m.X)
 		if x < x0 || x > x1 {
 			continue
 		}
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="mark"/>`, f1(x), f1(y1), f1(x), f1(y0))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" class="ml">%s</text>`, f1(x+4), f1(y1+12), html.EscapeString(m.Label))
+		v.Marks = append(v.Marks, svgRule{X1: f1(x), Y1: f1(y1), X2: f1(x), Y2: f1(y0), TX: f1(x + 4), TY: f1(y1 + 12), Label: m.Label})
 	}
 	// Series.
-	fmt.Fprintf(&b, `<g clip-path="url(#%s)">`, clip)
 	for i, s := range c.Series {
-		col := s.Color
-		if col == "" {
-			col = Palette(i)
+		sv := svgSeries{Color: s.Color, Dots: c.Dots}
+		if sv.Color == "" {
+			sv.Color = Palette(i)
 		}
 		pts := make([][2]float64, 0, len(s.Points))
 		for _, p := range s.Points {
@@ -243,11 +298,9 @@ func (c Chart) SVG() string {
 			pts = append(pts, p)
 		}
 		if c.Dots {
-			fmt.Fprintf(&b, `<g fill="%s">`, html.EscapeString(col))
 			for _, p := range pts {
-				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="1.6"/>`, f1(xs.px(p[0])), f1(ys.px(p[1])))
+				sv.Points = append(sv.Points, [2]string{f1(xs.px(p[0])), f1(ys.px(p[1]))})
 			}
-			b.WriteString(`</g>`)
 		} else if len(pts) > 0 {
 			var d strings.Builder
 			for j, p := range pts {
@@ -261,31 +314,24 @@ func (c Chart) SVG() string {
 					fmt.Fprintf(&d, "L%s %s", f1(x), f1(y))
 				}
 			}
-			fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`, d.String(), html.EscapeString(col))
+			sv.Path = d.String()
 		}
 		for _, m := range s.Markers {
-			x := xs.px(m)
-			fmt.Fprintf(&b, `<path d="M%s %sl6 6m0 -6l-6 6" class="lost"/>`, f1(x-3), f1(y1+2))
+			sv.Markers = append(sv.Markers, fmt.Sprintf("M%s %sl6 6m0 -6l-6 6", f1(xs.px(m)-3), f1(y1+2)))
 		}
+		v.Series = append(v.Series, sv)
 	}
-	b.WriteString(`</g>`)
 	// Legend below the plot, three entries a row.
 	for i, s := range c.Series {
-		col := s.Color
-		if col == "" {
-			col = Palette(i)
-		}
 		lx := x0 + float64(i%3)*(x1-x0)/3
 		ly := y0 + 46 + 18*float64(i/3)
-		fmt.Fprintf(&b, `<rect x="%s" y="%s" width="14" height="4" fill="%s"/>`, f1(lx), f1(ly-7), html.EscapeString(col))
 		name := s.Name
 		if len(s.Markers) > 0 {
 			name += fmt.Sprintf(" (%d lost: ×)", len(s.Markers))
 		}
-		fmt.Fprintf(&b, `<text x="%s" y="%s" class="lg">%s</text>`, f1(lx+20), f1(ly-2), html.EscapeString(name))
+		v.Legend = append(v.Legend, svgLegend{RX: f1(lx), RY: f1(ly - 7), Color: v.Series[i].Color, TX: f1(lx + 20), TY: f1(ly - 2), Name: name})
 	}
-	b.WriteString(`</svg>`)
-	return b.String()
+	return v
 }
 
 func hashString(s string) uint32 {
