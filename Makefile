@@ -79,6 +79,7 @@ fuzz:
 	$(GO) test ./internal/probe -run '^$$' -fuzz FuzzDecodeHello -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/journal -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/qdisc -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/qdisc -run '^$$' -fuzz FuzzDecodeOptions -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/profile -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseNginx -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseHAProxy -fuzztime $(FUZZTIME)
