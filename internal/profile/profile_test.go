@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"github.com/lowlat/lowlat/internal/runbooks"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,31 +51,12 @@ func TestBuiltinsResolve(t *testing.T) {
 	}
 }
 
-// runbookSections lists the sections of docs/runbooks.md as references a
-// source may name: "docs/runbooks.md#000-cross-border-game-server" for the
-// heading "## 000: cross-border game server" (GitHub's anchor rules).
+// runbookSections lists the sections of docs/runbooks.md a source may name.
 func runbookSections(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/runbooks.md")
+	out, err := runbooks.Sections("../../docs/runbooks.md")
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		h, ok := strings.CutPrefix(line, "## ")
-		if !ok {
-			continue
-		}
-		var a strings.Builder
-		for _, r := range strings.ToLower(h) {
-			switch {
-			case r == ' ':
-				a.WriteByte('-')
-			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
-				a.WriteRune(r)
-			}
-		}
-		out["docs/runbooks.md#"+a.String()] = true
 	}
 	if len(out) < 5 {
 		t.Fatalf("docs/runbooks.md has %d sections, want one per runbook", len(out))
