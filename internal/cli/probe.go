@@ -182,29 +182,40 @@ func newProbeUDPCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1, "HOST:PORT"),
 		RunE:  runWith(env, &o, runProbeUDP),
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func (o *probeUDPOptions) register(f *pflag.FlagSet) {
 	f.DurationVar(&o.interval, "interval", 10*time.Millisecond, "time between probes (the reflector's --min-interval is the floor)")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send probes")
 	f.IntVar(&o.size, "size", 64, "UDP payload bytes (48..65507; 80 minimum with a key)")
 	f.StringVar(&o.dscp, "dscp", "0", "DSCP for the probes: EF, CS0..CS7, AF11..AF43 or 0..63")
 	f.DurationVar(&o.wait, "wait", 0, "wait for late replies after the last probe (0: 3 × max RTT, 200ms..3s)")
 	o.out.register(f)
-	return cmd
 }
 
-func runProbeUDP(ctx context.Context, env *Env, o *probeUDPOptions, args []string) error {
+// config checks the flags and builds the probe's configuration.
+func (o *probeUDPOptions) config(env *Env, args []string) (probe.UDPConfig, error) {
 	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
-		return err
+		return probe.UDPConfig{}, err
 	}
 	d, err := parseDSCP("udp", o.dscp)
 	if err != nil {
-		return err
+		return probe.UDPConfig{}, err
 	}
 	if o.interval <= 0 {
-		return usageErr("udp", fmt.Errorf("interval %s: must be at least %s", o.interval, probe.MinInterval))
+		return probe.UDPConfig{}, usageErr("udp", fmt.Errorf("interval %s: must be at least %s", o.interval, probe.MinInterval))
 	}
-	cfg := probe.UDPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Key: key, Force: o.out.force}
+	return probe.UDPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Key: key, Force: o.out.force}, nil
+}
+
+func runProbeUDP(ctx context.Context, env *Env, o *probeUDPOptions, args []string) error {
+	cfg, err := o.config(env, args)
+	if err != nil {
+		return err
+	}
 	stop := progress(env, "probe udp", o.duration)
 	res, err := probe.UDP(ctx, cfg)
 	stop()
@@ -291,7 +302,11 @@ func newProbeTCPCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1, "HOST:PORT"),
 		RunE:  runWith(env, &o, runProbeTCP),
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func (o *probeTCPOptions) register(f *pflag.FlagSet) {
 	f.IntVar(&o.conns, "connections", 1, "persistent connections")
 	f.StringVar(&o.rate, "rate", "", "requests per second over all connections (default 10 per connection)")
 	f.IntVar(&o.size, "size", 64, "request and response bytes (1..65507)")
@@ -301,28 +316,35 @@ func newProbeTCPCmd(env *Env) *cobra.Command {
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send requests")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "give up on one request or connection setup after this long")
 	o.out.register(f)
-	return cmd
 }
 
-func runProbeTCP(ctx context.Context, env *Env, o *probeTCPOptions, args []string) error {
+// config checks the flags and builds the probe's configuration.
+func (o *probeTCPOptions) config(env *Env, args []string) (probe.TCPConfig, error) {
 	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
-		return err
+		return probe.TCPConfig{}, err
 	}
 	var r float64
 	if o.rate != "" {
 		if r, err = parseRate(o.rate); err != nil {
-			return usageErr("tcp", err)
+			return probe.TCPConfig{}, usageErr("tcp", err)
 		}
 		if r == 0 {
-			return usageErr("tcp", errors.New("rate 0: must be above 0"))
+			return probe.TCPConfig{}, usageErr("tcp", errors.New("rate 0: must be above 0"))
 		}
 	}
 	if o.conns <= 0 {
-		return usageErr("tcp", fmt.Errorf("connections %d: must be 1..%d", o.conns, probe.MaxConnections))
+		return probe.TCPConfig{}, usageErr("tcp", fmt.Errorf("connections %d: must be 1..%d", o.conns, probe.MaxConnections))
 	}
-	cfg := probe.TCPConfig{Target: args[0], Connections: o.conns, Rate: r, Size: o.size, Pattern: o.pattern, Nagle: !o.nodelay, ServerNagle: !o.serverNodelay,
-		Duration: probe.Duration(o.duration), Timeout: probe.Duration(o.timeout), Key: key, Force: o.out.force}
+	return probe.TCPConfig{Target: args[0], Connections: o.conns, Rate: r, Size: o.size, Pattern: o.pattern, Nagle: !o.nodelay, ServerNagle: !o.serverNodelay,
+		Duration: probe.Duration(o.duration), Timeout: probe.Duration(o.timeout), Key: key, Force: o.out.force}, nil
+}
+
+func runProbeTCP(ctx context.Context, env *Env, o *probeTCPOptions, args []string) error {
+	cfg, err := o.config(env, args)
+	if err != nil {
+		return err
+	}
 	stop := progress(env, "probe tcp", o.duration)
 	res, err := probe.TCP(ctx, cfg)
 	stop()
@@ -368,7 +390,11 @@ func newProbeCRRCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1, "HOST:PORT"),
 		RunE:  runWith(env, &o, runProbeCRR),
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func (o *probeCRROptions) register(f *pflag.FlagSet) {
 	f.IntVar(&o.request, "request", 1000, "request bytes on the wire per transaction (40-byte hello included)")
 	f.IntVar(&o.response, "response", 300000, "response bytes on the wire per transaction (16-byte status included)")
 	f.BoolVar(&o.fastopen, "fastopen", false, "send the request in the SYN (TCP_FASTOPEN_CONNECT); the reflector host needs net.ipv4.tcp_fastopen & 2")
@@ -378,25 +404,32 @@ func newProbeCRRCmd(env *Env) *cobra.Command {
 	f.IntVar(&o.count, "count", 0, "stop after this many transactions (0: run for --duration)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on one transaction after this long")
 	o.out.register(f)
-	return cmd
 }
 
-func runProbeCRR(ctx context.Context, env *Env, o *probeCRROptions, args []string) error {
+// config checks the flags and builds the probe's configuration.
+func (o *probeCRROptions) config(env *Env, args []string) (probe.CRRConfig, error) {
 	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
-		return err
+		return probe.CRRConfig{}, err
 	}
 	r, err := parseRate(o.rate)
 	if err != nil {
-		return usageErr("crr", err)
+		return probe.CRRConfig{}, usageErr("crr", err)
 	}
 	if o.request <= 0 || o.response <= 0 {
-		return usageErr("crr", fmt.Errorf("request %d / response %d: must be positive", o.request, o.response))
+		return probe.CRRConfig{}, usageErr("crr", fmt.Errorf("request %d / response %d: must be positive", o.request, o.response))
 	}
 	if o.parallel <= 0 {
-		return usageErr("crr", fmt.Errorf("parallel %d: must be 1..%d", o.parallel, probe.MaxParallel))
+		return probe.CRRConfig{}, usageErr("crr", fmt.Errorf("parallel %d: must be 1..%d", o.parallel, probe.MaxParallel))
 	}
-	cfg := probe.CRRConfig{Target: args[0], Request: o.request, Response: o.response, FastOpen: o.fastopen, Rate: r, Parallel: o.parallel, Duration: probe.Duration(o.duration), Count: o.count, Timeout: probe.Duration(o.timeout), Key: key, Force: o.out.force}
+	return probe.CRRConfig{Target: args[0], Request: o.request, Response: o.response, FastOpen: o.fastopen, Rate: r, Parallel: o.parallel, Duration: probe.Duration(o.duration), Count: o.count, Timeout: probe.Duration(o.timeout), Key: key, Force: o.out.force}, nil
+}
+
+func runProbeCRR(ctx context.Context, env *Env, o *probeCRROptions, args []string) error {
+	cfg, err := o.config(env, args)
+	if err != nil {
+		return err
+	}
 	stop := progress(env, "probe crr", o.duration)
 	res, err := probe.CRR(ctx, cfg)
 	stop()
@@ -439,7 +472,11 @@ func newProbeLoadCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1, "HOST:PORT"),
 		RunE:  runWith(env, &o, runProbeLoad),
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func (o *probeLoadOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.upload, "upload", false, "load with flows from here to the reflector")
 	f.BoolVar(&o.download, "download", false, "load with flows from the reflector to here")
 	f.BoolVar(&o.both, "both", false, "load both directions (the default)")
@@ -450,29 +487,36 @@ func newProbeLoadCmd(env *Env) *cobra.Command {
 	f.IntVar(&o.size, "size", 64, "UDP probe payload bytes")
 	f.StringVar(&o.dscp, "dscp", "0", "DSCP for the UDP probes (the load flows stay unmarked): EF, CS0..CS7, AF11..AF43 or 0..63")
 	o.out.register(f)
-	return cmd
 }
 
-func runProbeLoad(ctx context.Context, env *Env, o *probeLoadOptions, args []string) error {
+// config checks the flags and builds the probe's configuration.
+func (o *probeLoadOptions) config(env *Env, args []string) (probe.LoadConfig, error) {
 	key, err := readKey(env, o.out.key, o.out.keyFile)
 	if err != nil {
-		return err
+		return probe.LoadConfig{}, err
 	}
 	d, err := parseDSCP("load", o.dscp)
 	if err != nil {
-		return err
+		return probe.LoadConfig{}, err
 	}
 	up, down := o.upload, o.download
 	if o.both {
 		up, down = true, true
 	}
 	if o.flows <= 0 {
-		return usageErr("load", fmt.Errorf("flows %d: must be 1..256", o.flows))
+		return probe.LoadConfig{}, usageErr("load", fmt.Errorf("flows %d: must be 1..256", o.flows))
 	}
 	if o.interval <= 0 || o.duration <= 0 || o.idle <= 0 {
-		return usageErr("load", errors.New("interval, duration and idle must be positive"))
+		return probe.LoadConfig{}, usageErr("load", errors.New("interval, duration and idle must be positive"))
 	}
-	cfg := probe.LoadConfig{Target: args[0], Upload: up, Download: down, Flows: o.flows, Duration: probe.Duration(o.duration), Idle: probe.Duration(o.idle), Interval: probe.Duration(o.interval), Size: o.size, DSCP: d, Key: key, Force: o.out.force}
+	return probe.LoadConfig{Target: args[0], Upload: up, Download: down, Flows: o.flows, Duration: probe.Duration(o.duration), Idle: probe.Duration(o.idle), Interval: probe.Duration(o.interval), Size: o.size, DSCP: d, Key: key, Force: o.out.force}, nil
+}
+
+func runProbeLoad(ctx context.Context, env *Env, o *probeLoadOptions, args []string) error {
+	cfg, err := o.config(env, args)
+	if err != nil {
+		return err
+	}
 	stop := progress(env, "probe load", o.idle+o.duration+time.Second)
 	res, err := probe.Load(ctx, cfg)
 	stop()
