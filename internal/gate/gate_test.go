@@ -1,0 +1,337 @@
+package gate
+
+import (
+	"encoding/base64"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/lowlat/lowlat/internal/probe"
+)
+
+func TestParseSLO(t *testing.T) {
+	good := []struct {
+		in   string
+		want []Term
+	}{
+		{"p99<=8ms", []Term{{Metric: "p99", Op: "<=", Value: 8}}},
+		{"p99<=8ms, loss<=1%", []Term{{Metric: "p99", Op: "<=", Value: 8}, {Metric: "loss", Op: "<=", Value: 1}}},
+		{"p50<250us", []Term{{Metric: "p50", Op: "<", Value: 0.25}}},
+		{"max <= 1.5s", []Term{{Metric: "max", Op: "<=", Value: 1500}}},
+		{"goodput_mbps>=1.5mbit", []Term{{Metric: "goodput_mbps", Op: ">=", Value: 1.5}}},
+		{"goodput_mbps>900kbit", []Term{{Metric: "goodput_mbps", Op: ">", Value: 0.9}}},
+		{"rpm>=2000", []Term{{Metric: "rpm", Op: ">=", Value: 2000}}},
+		{"P99<=1e3us", []Term{{Metric: "p99", Op: "<=", Value: 1}}},
+	}
+	for _, c := range good {
+		slo, err := ParseSLO(c.in)
+		if err != nil {
+			t.Errorf("ParseSLO(%q): %v", c.in, err)
+			continue
+		}
+		if len(slo) != len(c.want) {
+			t.Errorf("ParseSLO(%q) = %d terms, want %d", c.in, len(slo), len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			g := slo[i]
+			if g.Metric != w.Metric || g.Op != w.Op || math.Abs(g.Value-w.Value) > 1e-12 {
+				t.Errorf("ParseSLO(%q)[%d] = %+v, want %+v", c.in, i, g, w)
+			}
+		}
+	}
+	if slo, err := ParseSLO("  "); err != nil || slo != nil {
+		t.Errorf("ParseSLO(blank) = %v, %v; want no SLO", slo, err)
+	}
+	bad := map[string]string{
+		"p98<=8ms":       `unknown metric "p98"`,
+		"p99=8ms":        "operator must be",
+		"p99 8ms":        "want metric OP value",
+		"p99<=":          "no value",
+		"p99<=fast":      "is not a number",
+		"p99<=8":         "needs a unit",
+		"p99<=8%":        `unit "%" does not fit p99`,
+		"loss<=1ms":      `unit "ms" does not fit loss`,
+		"loss<=101%":     "at most 100",
+		"p99<=-1ms":      "must not be negative",
+		"p99<=8ms,,":     "empty term",
+		"rpm>=20ms":      `unit "ms" does not fit rpm`,
+		"p99<=NaNms":     "is not a number",
+		"goodput_mbps>1": "needs a unit",
+	}
+	for in, want := range bad {
+		_, err := ParseSLO(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseSLO(%q) = %v, want an error containing %q", in, err, want)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseSLO(%q): error is not one line: %q", in, err)
+		}
+	}
+}
+
+func TestCheckNamesMetricsTheProbeReports(t *testing.T) {
+	for kind, ok := range map[string][]string{
+		"udp":  {"p50", "p99", "jitter", "loss", "loss_up", "loss_down", "max", "mean"},
+		"tcp":  {"p50", "p90", "p999"},
+		"crr":  {"p99", "first_byte_p99", "transactions_per_sec"},
+		"load": {"p99", "idle_p50", "idle_max", "increase_ms", "rpm", "goodput_mbps", "loss"},
+	} {
+		for _, m := range ok {
+			slo, err := ParseSLO(m + ">=0" + unitOf(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := slo.Check(kind); err != nil {
+				t.Errorf("%s: %v", kind, err)
+			}
+		}
+	}
+	for kind, no := range map[string]string{"udp": "rpm", "tcp": "loss", "crr": "jitter", "load": "transactions_per_sec"} {
+		slo, _ := ParseSLO(no + ">=0" + unitOf(no))
+		err := slo.Check(kind)
+		if err == nil || !strings.Contains(err.Error(), "does not report "+no) {
+			t.Errorf("Check(%s) of %s = %v, want 'does not report'", kind, no, err)
+		}
+	}
+}
+
+func unitOf(m string) string {
+	return map[unitClass]string{classTime: "ms", classPct: "%", classRate: "mbit"}[metrics[m].class]
+}
+
+// sampler draws round-trip times in ns.
+type sampler func(r *rand.Rand) int64
+
+// gameRTT is a path's RTT: a 20 ms floor, log-normal queueing and a 1 %
+// tail of spikes, the shape the lab's scenarios show.
+func gameRTT(scale float64) sampler {
+	return func(r *rand.Rand) int64 {
+		v := 20e6 + 2e6*math.Exp(r.NormFloat64()*0.6)
+		if r.Float64() < 0.01 {
+			v += 30e6 * r.Float64()
+		}
+		return int64(v * scale)
+	}
+}
+
+// udpResult builds a UDP result of n probes drawn from s, lost of them lost.
+func udpResult(t testing.TB, r *rand.Rand, s sampler, n, lost int) *probe.UDPResult {
+	rtt, ipdv := hdrhistogram.New(1, 3600e9, 3), hdrhistogram.New(1, 3600e9, 3)
+	var last int64
+	var jitter float64
+	for i := range n - lost {
+		v := s(r)
+		_ = rtt.RecordValue(v)
+		if i > 0 {
+			d := v - last
+			if d < 0 {
+				d = -d
+			}
+			_ = ipdv.RecordValue(max(d, 1))
+			jitter += (float64(d) - jitter) / 16
+		}
+		last = v
+	}
+	return &probe.UDPResult{
+		Meta:       probe.Meta{Type: "udp", Target: "192.0.2.1:7431"},
+		Sent:       int64(n),
+		Received:   int64(n - lost),
+		Loss:       probe.Loss{Up: int64(lost)},
+		Jitter:     jitter / 1e3,
+		Histograms: map[string]string{"rtt_ns": enc(t, rtt), "ipdv_ns": enc(t, ipdv)},
+	}
+}
+
+func enc(t testing.TB, h *hdrhistogram.Histogram) string {
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func summarize(t testing.TB, res any) *Summary {
+	s, err := Summarize(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSameDistributionIsNotWorse is the gate's false-alarm rate on
+// synthetic data: two runs drawn from one distribution must almost never
+// look worse. 200 pairs of 1000 probes; with 95 % intervals that must not
+// overlap, the expected rate per metric is well under 1 %.
+func TestSameDistributionIsNotWorse(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const pairs = 200
+	worse := map[string]int{}
+	for range pairs {
+		before := summarize(t, udpResult(t, r, gameRTT(1), 1000, r.IntN(4)))
+		after := summarize(t, udpResult(t, r, gameRTT(1), 1000, r.IntN(4)))
+		v := Decide(before, after, nil)
+		for _, row := range v.Rows {
+			if row.Verdict == Worse {
+				worse[row.Metric]++
+			}
+		}
+		if !v.Keep {
+			worse["(rolled back)"]++
+		}
+	}
+	t.Logf("false worse in %d pairs: %v", pairs, worse)
+	if worse["(rolled back)"] > pairs/100 {
+		t.Errorf("the gate rolled back %d of %d unchanged pairs (%v); want at most 1 %%", worse["(rolled back)"], pairs, worse)
+	}
+}
+
+// TestShiftIsDetected is the gate's power: a path 15 % slower (p50 and p99)
+// or with 3 % loss is worse in nearly every run, and one half as slow is
+// better.
+func TestShiftIsDetected(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const runs = 100
+	var slower, lossy, faster int
+	for range runs {
+		before := summarize(t, udpResult(t, r, gameRTT(1), 1000, 0))
+		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(1.15), 1000, 0)), nil); !v.Keep && v.Rows[0].Verdict == Worse {
+			slower++
+		}
+		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(1), 1000, 30)), nil); !v.Keep && v.Rows[2].Verdict == Worse {
+			lossy++
+		}
+		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(0.5), 1000, 0)), nil); v.Keep && v.Rows[0].Verdict == Better && v.Rows[1].Verdict == Better {
+			faster++
+		}
+	}
+	t.Logf("of %d: slower rolled back %d, lossy %d, faster kept as better %d", runs, slower, lossy, faster)
+	if slower < runs*95/100 || lossy < runs*95/100 || faster < runs*95/100 {
+		t.Errorf("power too low: slower %d, lossy %d, faster %d of %d; want ≥ 95 each", slower, lossy, faster, runs)
+	}
+}
+
+func TestQuantileIntervalCoversTheTruth(t *testing.T) {
+	// The true p99 of gameRTT(1), from a very large sample.
+	r := rand.New(rand.NewPCG(5, 6))
+	big := hdrhistogram.New(1, 3600e9, 3)
+	for range 2_000_000 {
+		_ = big.RecordValue(gameRTT(1)(r))
+	}
+	truth := map[float64]float64{.5: float64(big.ValueAtQuantile(50)), .99: float64(big.ValueAtQuantile(99))}
+	const runs = 300
+	miss := map[float64]int{}
+	for range runs {
+		h := hdrhistogram.New(1, 3600e9, 3)
+		for range 1000 {
+			_ = h.RecordValue(gameRTT(1)(r))
+		}
+		bs := bars(h)
+		for q, tv := range truth {
+			_, lo, hi := quantileCI(h, bs, q)
+			if tv < lo || tv > hi {
+				miss[q]++
+			}
+		}
+	}
+	t.Logf("95%% intervals missing the true quantile in %d runs: %v", runs, miss)
+	for q, m := range miss {
+		// 95 % coverage: about 15 misses in 300; 30 is far outside chance.
+		if m > 30 {
+			t.Errorf("q=%v: the interval missed the truth %d of %d times", q, m, runs)
+		}
+	}
+}
+
+func TestDecideSLO(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	before := summarize(t, udpResult(t, r, gameRTT(1), 1000, 0))
+	after := summarize(t, udpResult(t, r, gameRTT(0.2), 1000, 0))
+
+	slo, _ := ParseSLO("p99<=1us")
+	v := Decide(before, after, slo)
+	if v.Keep || v.Rows[0].Verdict != Violated || !strings.Contains(v.Reason, "violates p99<=1us") {
+		t.Errorf("impossible SLO: %+v", v)
+	}
+	slo, _ = ParseSLO("p99<=100ms,loss<=1%")
+	v = Decide(before, after, slo)
+	if !v.Keep || len(v.Rows) != 2 || v.Rows[0].Verdict != Better || !strings.Contains(v.Reason, "every SLO term holds") {
+		t.Errorf("SLO met and better: %+v", v)
+	}
+	// No baseline: the SLO alone.
+	v = Decide(nil, after, slo)
+	if !v.Keep || v.Rows[0].Verdict != Met {
+		t.Errorf("SLO alone: %+v", v)
+	}
+	// Met, but worse than the baseline: rolled back.
+	v = Decide(after, before, slo)
+	if v.Keep || v.Rows[0].Verdict != Worse {
+		t.Errorf("SLO met but worse: %+v", v)
+	}
+	// Nothing came back after the change: no latency to judge.
+	dead := summarize(t, udpResult(t, r, gameRTT(1), 1000, 1000))
+	v = Decide(before, dead, nil)
+	if v.Keep || v.Rows[0].Verdict != NotMeasured {
+		t.Errorf("all lost: %+v", v)
+	}
+	if v := Decide(nil, after, nil); v.Keep {
+		t.Errorf("no SLO, no baseline kept: %+v", v)
+	}
+}
+
+func TestTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	before := summarize(t, udpResult(t, r, gameRTT(1), 1000, 0))
+	after := summarize(t, udpResult(t, r, gameRTT(0.2), 1000, 0))
+	slo, _ := ParseSLO("p99<=8ms")
+	rows := Decide(before, after, slo).Table()
+	if len(rows) != 1 || len(rows[0]) != 5 || rows[0][0] != "p99" || rows[0][3] != "p99<=8ms" || rows[0][4] != Better {
+		t.Fatalf("table = %q", rows)
+	}
+	if !strings.HasSuffix(strings.Fields(rows[0][1])[1], "ms") || !strings.Contains(rows[0][2], "[") {
+		t.Errorf("cells want value, unit and interval: %q", rows[0])
+	}
+}
+
+func TestSummarizeLoad(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	idle := udpResult(t, r, gameRTT(1), 250, 0)
+	loaded := udpResult(t, r, gameRTT(10), 1000, 5)
+	res := &probe.LoadResult{
+		Meta:           probe.Meta{Type: "load"},
+		IdleRTT:        probe.Percentiles{Count: 250},
+		LoadedRTT:      probe.Percentiles{Count: 995},
+		LoadedLoss:     probe.Loss{Up: 5},
+		RPM:            300,
+		Goodput:        probe.Goodput{Up: 1.9},
+		GoodputSamples: probe.GoodputSamples{Up: []float64{1.8, 2.0, 1.9, 1.85, 1.95}},
+		Histograms:     map[string]string{"idle_rtt_ns": idle.Histograms["rtt_ns"], "loaded_rtt_ns": loaded.Histograms["rtt_ns"]},
+	}
+	s := summarize(t, res)
+	for _, m := range Metrics("load") {
+		if !s.Has(m) {
+			t.Errorf("load summary lacks %s", m)
+			continue
+		}
+		x := s.Metrics[m]
+		if !(x.Lo <= x.Value && x.Value <= x.Hi) {
+			t.Errorf("%s: value %v outside its interval [%v, %v]", m, x.Value, x.Lo, x.Hi)
+		}
+	}
+	if g := s.Metrics["goodput_up_mbps"]; g.Value != 1.9 || g.Lo >= 1.9 || g.Hi <= 1.9 {
+		t.Errorf("goodput up = %+v, want 1.9 with an interval from the samples", g)
+	}
+	if inc := s.Metrics["increase_ms"]; inc.Value < 100 {
+		t.Errorf("increase = %+v; loaded is 10× idle", inc)
+	}
+	if l := s.Metrics["loss"]; math.Abs(l.Value-0.5) > 1e-9 {
+		t.Errorf("loss = %+v, want 0.5 %% (5 of 1000)", l)
+	}
+	if _, err := Summarize(&probe.Comparison{}); err == nil {
+		t.Error("Summarize accepted a comparison")
+	}
+}

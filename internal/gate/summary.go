@@ -1,0 +1,241 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/lowlat/lowlat/internal/probe"
+)
+
+// Metric is one figure of a measurement: its value and 95 % interval, in
+// Unit.
+type Metric struct {
+	Value float64 `json:"value"`
+	Lo    float64 `json:"lo"`
+	Hi    float64 `json:"hi"`
+	Unit  string  `json:"unit"`
+	// N is how many samples the figure rests on.
+	N int64 `json:"n"`
+}
+
+// Summary is every metric a probe result reports, by SLO name.
+type Summary struct {
+	Kind    string            `json:"kind"`
+	Target  string            `json:"target"`
+	Metrics map[string]Metric `json:"metrics"`
+}
+
+// Summarize reads a probe result (*probe.UDPResult, TCPResult, CRRResult or
+// LoadResult) into a Summary, computing each metric's interval from the
+// result's own histograms and counts.
+func Summarize(result any) (*Summary, error) {
+	s := &Summary{Metrics: map[string]Metric{}}
+	var err error
+	switch r := result.(type) {
+	case *probe.UDPResult:
+		s.Kind, s.Target = "udp", r.Target
+		if err = s.latency("", r.Histograms["rtt_ns"]); err != nil {
+			break
+		}
+		err = s.jitter(r.Jitter, r.Histograms["ipdv_ns"])
+		s.loss("", r.Sent, r.Loss)
+	case *probe.TCPResult:
+		s.Kind, s.Target = "tcp", r.Target
+		err = s.latency("", r.Histograms["rtt_ns"])
+	case *probe.CRRResult:
+		s.Kind, s.Target = "crr", r.Target
+		if err = s.latency("", r.Histograms["last_byte_ns"]); err != nil {
+			break
+		}
+		if err = s.latency("first_byte_", r.Histograms["first_byte_ns"]); err != nil {
+			break
+		}
+		if err = s.latency("connect_", r.Histograms["connect_ns"]); err != nil {
+			break
+		}
+		s.rate(r.Transactions, r.TransactionsPerSec)
+	case *probe.LoadResult:
+		s.Kind, s.Target = "load", r.Target
+		if err = s.latency("", r.Histograms["loaded_rtt_ns"]); err != nil {
+			break
+		}
+		if err = s.latency("idle_", r.Histograms["idle_rtt_ns"]); err != nil {
+			break
+		}
+		s.loss("", r.LoadedRTT.Count+r.LoadedLoss.Up+r.LoadedLoss.Down, r.LoadedLoss)
+		s.loss("idle_", r.IdleRTT.Count+r.IdleLoss.Up+r.IdleLoss.Down, r.IdleLoss)
+		delete(s.Metrics, "idle_loss_up")
+		delete(s.Metrics, "idle_loss_down")
+		s.increase()
+		err = s.rpm(r.Histograms["loaded_rtt_ns"], r.RPM)
+		s.goodput(r.Goodput, r.GoodputSamples)
+	default:
+		return nil, fmt.Errorf("gate: cannot judge a %T", result)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gate: %s result: %w", s.Kind, err)
+	}
+	return s, nil
+}
+
+// Has says whether the summary has a value for metric.
+func (s *Summary) Has(metric string) bool {
+	m, ok := s.Metrics[metric]
+	return ok && !math.IsNaN(m.Value)
+}
+
+func (s *Summary) put(name string, v, lo, hi float64, n int64) {
+	s.Metrics[name] = Metric{Value: round(v), Lo: round(lo), Hi: round(hi), Unit: metrics[name].unit, N: n}
+}
+
+// round keeps six significant digits: enough for every unit, and stable in
+// JSON.
+func round(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	p := math.Pow(10, 5-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+func decode(enc string) (*hdrhistogram.Histogram, error) {
+	if enc == "" {
+		return nil, nil
+	}
+	return probe.DecodeHistogram(enc)
+}
+
+// latency adds the percentiles and mean of a histogram of ns, in ms, named
+// prefix+p50 and so on. An empty or missing histogram adds nothing: a run
+// with no replies has no latency, and an SLO on it fails.
+func (s *Summary) latency(prefix, enc string) error {
+	h, err := decode(enc)
+	if err != nil || h == nil || h.TotalCount() == 0 {
+		return err
+	}
+	bs := bars(h)
+	n := h.TotalCount()
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50", .50}, {"p90", .90}, {"p99", .99}, {"p999", .999}, {"max", 1 - 1/float64(n)}} {
+		name := prefix + p.name
+		if _, ok := metrics[name]; !ok {
+			continue
+		}
+		v, lo, hi := quantileCI(h, bs, p.q)
+		if p.name == "max" {
+			v = float64(h.Max())
+			hi = max(hi, v)
+		}
+		s.put(name, v/1e6, lo/1e6, hi/1e6, n)
+	}
+	if _, ok := metrics[prefix+"mean"]; ok {
+		v, lo, hi := meanCI(h)
+		s.put(prefix+"mean", v/1e6, lo/1e6, hi/1e6, n)
+	}
+	return nil
+}
+
+// jitter adds RFC 3550's jitter (µs in the result) in ms. The estimator is
+// J += (|D| − J)/16, an exponentially weighted mean of |D| whose variance is
+// var(|D|)·(1/16)/(2 − 1/16) = var(|D|)/31; |D|'s spread is the IPDV
+// histogram's.
+func (s *Summary) jitter(jitterUS float64, ipdv string) error {
+	h, err := decode(ipdv)
+	if err != nil {
+		return err
+	}
+	if h == nil || h.TotalCount() < 2 {
+		return nil
+	}
+	v := jitterUS / 1e3
+	se := h.StdDev() / 1e6 / math.Sqrt(31)
+	s.put("jitter", v, max(0, v-z*se), v+z*se, h.TotalCount())
+	return nil
+}
+
+// loss adds the loss in % of sent probes, total and per direction, with
+// Wilson intervals.
+func (s *Summary) loss(prefix string, sent int64, l probe.Loss) {
+	if sent <= 0 {
+		return
+	}
+	n := float64(sent)
+	for _, x := range []struct {
+		name string
+		k    int64
+	}{{"loss", l.Up + l.Down}, {"loss_up", l.Up}, {"loss_down", l.Down}} {
+		lo, hi := wilson(float64(x.k), n)
+		s.put(prefix+x.name, 100*float64(x.k)/n, 100*lo, 100*hi, sent)
+	}
+}
+
+// increase adds loaded p50 − idle p50, its interval the two intervals'
+// extremes.
+func (s *Summary) increase() {
+	l, okl := s.Metrics["p50"]
+	i, oki := s.Metrics["idle_p50"]
+	if !okl || !oki {
+		return
+	}
+	s.put("increase_ms", l.Value-i.Value, l.Lo-i.Hi, l.Hi-i.Lo, min(l.N, i.N))
+}
+
+// rpm adds round trips per minute under load: 60000 over the loaded RTT's
+// trimmed mean in ms (the slowest 5 % dropped), as the probe computes it.
+func (s *Summary) rpm(enc string, rpm float64) error {
+	h, err := decode(enc)
+	if err != nil || h == nil || h.TotalCount() == 0 || rpm <= 0 {
+		return err
+	}
+	_, lo, hi := trimmedCI(h, 95)
+	rlo, rhi := 0.0, math.Inf(1)
+	if hi > 0 {
+		rlo = 60000 / (hi / 1e6)
+	}
+	if lo > 0 {
+		rhi = 60000 / (lo / 1e6)
+	}
+	s.put("rpm", rpm, min(rlo, rpm), max(rhi, rpm), h.TotalCount())
+	return nil
+}
+
+// rate adds transactions per second; a count of N events has the Poisson
+// interval N ± z·√N.
+func (s *Summary) rate(n int64, perSec float64) {
+	if n <= 0 || perSec <= 0 {
+		return
+	}
+	secs := float64(n) / perSec
+	half := z * math.Sqrt(float64(n))
+	s.put("transactions_per_sec", perSec, max(0, float64(n)-half)/secs, (float64(n)+half)/secs, n)
+}
+
+// goodput adds the load flows' goodput in Mbit/s. The interval comes from
+// the per-interval samples when the result has them.
+func (s *Summary) goodput(g probe.Goodput, samples probe.GoodputSamples) {
+	add := func(name string, v float64, xs []float64) {
+		lo, hi := v, v
+		if len(xs) >= 2 {
+			// The samples' spread, around the whole run's figure.
+			m, _, mhi := sampleMeanCI(xs)
+			lo, hi = max(0, v-(mhi-m)), v+(mhi-m)
+		}
+		s.put(name, v, lo, hi, int64(len(xs)))
+	}
+	both := make([]float64, max(len(samples.Up), len(samples.Down)))
+	for i := range both {
+		if i < len(samples.Up) {
+			both[i] += samples.Up[i]
+		}
+		if i < len(samples.Down) {
+			both[i] += samples.Down[i]
+		}
+	}
+	add("goodput_mbps", g.Up+g.Down, both)
+	add("goodput_up_mbps", g.Up, samples.Up)
+	add("goodput_down_mbps", g.Down, samples.Down)
+}
