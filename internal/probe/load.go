@@ -48,6 +48,9 @@ type LoadResult struct {
 	// trimmed mean (slowest 5 % dropped) in ms.
 	RPM     float64 `json:"rpm"`
 	Goodput Goodput `json:"goodput_mbps"`
+	// GoodputSamples is the goodput of each sampling interval of the loaded
+	// phase: its spread is the run's own noise (the gate's interval).
+	GoodputSamples GoodputSamples `json:"goodput_samples_mbps"`
 	// ReflectorCap is the rate (Mbit/s) the reflector paced this client's
 	// flows to in each direction, when it set one (a reflector without a
 	// key, run with --allow-load). Goodput near it measured the cap, not
@@ -68,6 +71,15 @@ type LoadResult struct {
 type Goodput struct {
 	Up   float64 `json:"up"`
 	Down float64 `json:"down"`
+}
+
+// GoodputSamples are per-interval goodputs in Mbit/s. Upload is what left
+// the client's socket buffers (written minus what the kernel still holds
+// unsent or unacknowledged), download what the client read.
+type GoodputSamples struct {
+	Interval Duration  `json:"interval"`
+	Up       []float64 `json:"up,omitempty"`
+	Down     []float64 `json:"down,omitempty"`
 }
 
 func (c *LoadConfig) normalize() error {
@@ -133,6 +145,58 @@ func diagnose(increaseMS float64, loaded Loss) string {
 		return fmt.Sprintf("latency rises %.0f ms under load", increaseMS)
 	}
 	return "latency holds under load"
+}
+
+// sampleGoodput records the goodput of each interval between from and to:
+// upload from the sink flows (conns[i] non-nil) as written[i] minus the bytes
+// their sockets still hold, download from the down counter. It stops at to or
+// when ctx ends; a socket whose queue cannot be read gives no upload samples.
+func sampleGoodput(ctx context.Context, s *GoodputSamples, conns []net.Conn, written []atomic.Int64, down *atomic.Int64, from, to time.Time) {
+	iv := time.Duration(s.Interval)
+	upNow := func() (int64, bool) {
+		var sum int64
+		some := false
+		for i, c := range conns {
+			if c == nil {
+				continue
+			}
+			q, ok := unsentBytes(c)
+			if !ok {
+				return 0, false
+			}
+			sum += written[i].Load() - q
+			some = true
+		}
+		return sum, some
+	}
+	wait := func(t time.Time) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(t)):
+			return true
+		}
+	}
+	if !wait(from) {
+		return
+	}
+	lastUp, upOK := upNow()
+	lastDown := down.Load()
+	for t := from.Add(iv); !t.After(to); t = t.Add(iv) {
+		if !wait(t) {
+			return
+		}
+		u, ok := upNow()
+		d := down.Load()
+		scale := 8 / 1e6 / iv.Seconds()
+		if ok && upOK {
+			s.Up = append(s.Up, round3(float64(u-lastUp)*scale))
+		}
+		if d > 0 || lastDown > 0 {
+			s.Down = append(s.Down, round3(float64(d-lastDown)*scale))
+		}
+		lastUp, upOK, lastDown = u, ok, d
+	}
 }
 
 // capNote says when goodput reached the reflector's rate cap (kbit/s, 0:
@@ -218,7 +282,20 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	)
 	flowStart := time.Now()
 	stopAt := flowStart.Add(flowDur)
-	for _, f := range flows {
+	written := make([]atomic.Int64, len(flows))
+	sinks := make([]net.Conn, len(flows))
+	for i, f := range flows {
+		if f.mode == modeSink {
+			sinks[i] = f.c
+		}
+	}
+	samples := GoodputSamples{Interval: Duration(max(100*time.Millisecond, time.Duration(cfg.Duration)/20))}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sampleGoodput(fctx, &samples, sinks, written, &down, flowStart.Add(ramp), flowStart.Add(ramp+time.Duration(cfg.Duration)))
+	}()
+	for i, f := range flows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -226,7 +303,9 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 			if f.mode == modeSink {
 				_ = f.c.SetWriteDeadline(stopAt)
 				for fctx.Err() == nil && time.Now().Before(stopAt) {
-					if _, err := f.c.Write(buf); err != nil {
+					n, err := f.c.Write(buf)
+					written[i].Add(int64(n))
+					if err != nil {
 						break
 					}
 				}
@@ -292,6 +371,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.Goodput.Up = round3(float64(up.Load()) * 8 / 1e6 / flowTime)
 		res.Goodput.Down = round3(float64(down.Load()) * 8 / 1e6 / flowTime)
 	}
+	res.GoodputSamples = samples
 	res.ReflectorCap = round3(float64(capKbit) / 1000)
 	res.Diagnosis = diagnose(res.Increase, res.LoadedLoss) + capNote(res.Goodput, capKbit)
 	return res, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -365,3 +366,22 @@ func (s *udpSock) close() { unix.Close(s.fd) }
 // up to the hard limit, or beyond when privileged). The error says how many are
 // possible.
 func RaiseFileLimit(n int) error { return ensureFiles(n, "clients") }
+
+// unsentBytes is how many bytes a TCP socket still holds in its send queue,
+// unsent or unacknowledged (SIOCOUTQ, every kernel).
+func unsentBytes(c net.Conn) (int64, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil || ierr != nil {
+		return 0, false
+	}
+	return int64(n), true
+}

@@ -5,6 +5,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"runtime"
 	"syscall"
@@ -56,3 +57,5 @@ func (s *udpSock) close()                               {}
 
 // RaiseFileLimit is a no-op here.
 func RaiseFileLimit(n int) error { return nil }
+
+func unsentBytes(c net.Conn) (int64, bool) { return 0, false }
