@@ -53,6 +53,9 @@ const (
 	TypeRestored      = "restored"
 	TypeRollbackEnd   = "rollback-end"
 	TypeReapply       = "reapply"
+	// TypeEvidence records what a gate (apply --prove, lowlat prove)
+	// measured before and after the transaction, and its verdict.
+	TypeEvidence = "evidence"
 	// TypeLost records the knobs of a transaction that a reboot put back
 	// (Knobs; a record without Knobs, as older lowlat wrote it, means all).
 	TypeLost = "lost"
@@ -73,8 +76,10 @@ type Record struct {
 	// Failed lists knobs a rollback could not restore.
 	Failed []string `json:"failed,omitempty"`
 	// Knobs lists the knobs a lost record is about.
-	Knobs  []string `json:"knobs,omitempty"`
-	BootID string   `json:"boot_id,omitempty"`
+	Knobs []string `json:"knobs,omitempty"`
+	// Evidence is an evidence record's measurements and verdict.
+	Evidence *Evidence `json:"evidence,omitempty"`
+	BootID   string    `json:"boot_id,omitempty"`
 }
 
 // Meta describes a transaction: what asked for it and on which host.
@@ -99,6 +104,31 @@ type Meta struct {
 	Deferred []Change `json:"deferred,omitempty"`
 	// WatchdogPID is the dead-man process of a --confirm apply.
 	WatchdogPID int `json:"watchdog_pid,omitempty"`
+}
+
+// Evidence is what a gate measured before and after a transaction, and what
+// it decided: the proof kept with the change, or with its rollback.
+type Evidence struct {
+	// Probe is the probe command line ("udp 10.0.0.1:7431 --interval 10ms").
+	Probe string `json:"probe"`
+	// SLO is the objective as given ("p99<=8ms,loss<=1%"), "" for the
+	// default "not worse on p50, p99 and loss".
+	SLO string `json:"slo,omitempty"`
+	// Before and After are the figures of each run, by metric name.
+	Before map[string]Figure `json:"before"`
+	After  map[string]Figure `json:"after"`
+	// Keep is the verdict: true kept (confirmed), false rolled back.
+	Keep bool `json:"keep"`
+	// Reason says it in one line.
+	Reason string `json:"reason"`
+}
+
+// Figure is one metric of a measurement with its confidence interval.
+type Figure struct {
+	Value float64 `json:"value"`
+	Lo    float64 `json:"lo"`
+	Hi    float64 `json:"hi"`
+	Unit  string  `json:"unit"`
 }
 
 // Change is one knob and the value to give it.

@@ -51,6 +51,9 @@ type Txn struct {
 	// Boots are the boot ids the transaction was in force in (the apply's boot
 	// plus every boot a persisted transaction was re-applied in).
 	Boots []string
+	// Evidence is the last gate verdict on the transaction, with its
+	// measurements (nil when it was not gated).
+	Evidence *Evidence
 	// Lost are the intents a reboot put back (volatile knobs of a transaction
 	// applied without --persist); they are no longer part of Intents.
 	Lost  []Intent
@@ -152,6 +155,8 @@ func Replay(recs []Record) (*State, error) {
 			} else {
 				t.Status, t.Ended = RolledBack, r.Time
 			}
+		case TypeEvidence:
+			t.Evidence = r.Evidence
 		case TypeReapply:
 			if r.BootID != "" {
 				t.Boots = append(t.Boots, r.BootID)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,7 +20,12 @@ import (
 // same transaction first, journaled like every other change. If one fails,
 // those written are restored and the transaction stays unconfirmed, under its
 // watchdog.
-func (e *Engine) Confirm(ctx context.Context) (*Result, error) {
+func (e *Engine) Confirm(ctx context.Context) (*Result, error) { return e.ConfirmTxn(ctx, "") }
+
+// ConfirmTxn is Confirm for transaction id (or a unique prefix): it fails
+// when the transaction awaiting confirmation is another one ("" confirms
+// whichever awaits).
+func (e *Engine) ConfirmTxn(ctx context.Context, id string) (*Result, error) {
 	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
 	if err != nil {
 		return nil, err
@@ -35,6 +41,9 @@ func (e *Engine) Confirm(ctx context.Context) (*Result, error) {
 			continue
 		}
 		if t.PendingConfirm() {
+			if id != "" && !strings.HasPrefix(t.ID, id) {
+				return nil, fmt.Errorf("transaction %s is not the one awaiting confirmation (%s is)", id, t.ID)
+			}
 			if why := e.orphaned(t); why != "" {
 				return nil, fmt.Errorf("transaction %s was %s: it cannot be confirmed; run 'lowlat rollback'", t.ID, why)
 			}
@@ -184,3 +193,22 @@ func (e *Engine) Watchdog(ctx context.Context, txnID string, deadline time.Time,
 // WatchdogGrace is how long a hung apply gets between the watchdog's SIGTERM
 // and its SIGKILL.
 var WatchdogGrace = 5 * time.Second
+
+// RecordEvidence journals a gate's measurements and verdict for a
+// transaction, before the gate confirms or rolls it back.
+func (e *Engine) RecordEvidence(txnID string, ev journal.Evidence) error {
+	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	st, err := j.Load()
+	if err != nil {
+		return err
+	}
+	t, err := st.Find(txnID)
+	if err != nil {
+		return err
+	}
+	return j.Append(journal.Record{Type: journal.TypeEvidence, Txn: t.ID, Evidence: &ev})
+}

@@ -33,6 +33,8 @@ type TxnSummary struct {
 	// lost; its other knobs are still in force).
 	Lost  int    `json:"lost,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Evidence is the gate's measurements and verdict, when it was gated.
+	Evidence *journal.Evidence `json:"evidence,omitempty"`
 }
 
 // StatusReport is what lowlat status shows.
@@ -56,6 +58,9 @@ type StatusReport struct {
 	// Locked names the process holding the journal when status had to read
 	// it without the lock.
 	Locked string `json:"locked,omitempty"`
+	// LastGate is the newest gated transaction, in force or not: a change
+	// the gate rolled back is still evidence worth showing.
+	LastGate *TxnSummary `json:"last_gate,omitempty"`
 	// Checked is how many knobs were compared with their live value.
 	Checked int      `json:"checked"`
 	Notes   []string `json:"notes,omitempty"`
@@ -131,6 +136,13 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 		rep.Notes = append(rep.Notes, fmt.Sprintf("journal %s is locked by %s: this is the journal as last written", j.Path(), rep.Locked))
 	}
 	rep.Lost, rep.PartlyLost = lostNow(before, st)
+	for i := len(st.Txns) - 1; i >= 0; i-- {
+		if st.Txns[i].Evidence != nil {
+			g := summarize(st.Txns[i])
+			rep.LastGate = &g
+			break
+		}
+	}
 	applied := map[string]Drift{}
 	var order []string
 	for _, t := range st.Active() {
@@ -204,5 +216,5 @@ func (e *Engine) overdue(t *journal.Txn, lockedBy string) string {
 
 func summarize(t *journal.Txn) TxnSummary {
 	return TxnSummary{ID: t.ID, Status: string(t.Status), Profile: t.Meta.Profile, Began: t.Began, Knobs: len(t.Intents),
-		Persist: t.Meta.Persist, ConfirmBy: t.Meta.ConfirmBy, Confirmed: t.Confirmed, Lost: len(t.Lost), Error: t.Error}
+		Persist: t.Meta.Persist, ConfirmBy: t.Meta.ConfirmBy, Confirmed: t.Confirmed, Lost: len(t.Lost), Error: t.Error, Evidence: t.Evidence}
 }
