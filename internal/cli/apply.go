@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lowlat/lowlat/internal/gate"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
 	"github.com/lowlat/lowlat/internal/persist"
@@ -48,6 +49,7 @@ type applyOptions struct {
 	journal     string
 	persistRoot string
 	force       bool
+	gate        gateFlags
 }
 
 func newApplyCmd(env *Env) *cobra.Command {
@@ -68,6 +70,7 @@ func newApplyCmd(env *Env) *cobra.Command {
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
 	f.StringVar(&o.persistRoot, "persist-root", "/", "with --persist, write the files below `DIR` instead of / (an image or chroot)")
+	o.gate.register(f)
 	return cmd
 }
 
@@ -75,6 +78,20 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	pf := &o.plan
 	if o.confirm < 0 || (o.confirm > 0 && o.confirm < time.Second) || o.confirm > 24*time.Hour {
 		return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v: want 1s..24h", o.confirm)}
+	}
+	g, err := parseGate(env, "apply", o.gate)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		// The gate applies under the dead-man switch: if lowlat dies or the
+		// host stops answering while it measures, the change reverts.
+		switch need := g.minConfirm(); {
+		case o.confirm == 0:
+			o.confirm = need
+		case o.confirm < need:
+			return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v is shorter than the gate needs (%v: --settle, one measurement and a minute to decide)", o.confirm, need.Round(time.Second))}
+		}
 	}
 	if !o.dryRun {
 		if err := requireRoot("apply"); err != nil {
@@ -174,6 +191,16 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 			return &ExitError{Code: 1, Err: errors.New("apply: cancelled; nothing was changed")}
 		}
 	}
+	var gateBefore any
+	var gateBaseline *gate.Summary
+	if g != nil {
+		if gateBefore, gateBaseline, err = g.measure(ctx, env, "baseline"); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return &ExitError{Code: 130, Err: errors.New("apply: interrupted during the baseline; nothing was changed")}
+			}
+			return fmt.Errorf("apply: %w (nothing was changed)", err)
+		}
+	}
 	meta := journal.Meta{Profile: r.Name, Params: r.Params, Sets: pf.sets, Ifaces: pl.Ifaces, Host: f.Hostname, Tool: version.String(), Args: os.Args, Persist: o.persist, Deferred: deferred, Force: o.force}
 	var deadline time.Time
 	if o.confirm > 0 {
@@ -197,17 +224,35 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	dropped := res.Skipped
 	res.Notes = append(res.Notes, notes...)
 	res.Notes = append(res.Notes, notWritableNotes(dropped)...)
+	var verdict *gateOutcome
+	if g != nil {
+		if verdict, err = g.judge(ctx, env, eng, res.Txn, gateBefore, gateBaseline); err != nil {
+			return gateErr("apply", err)
+		}
+	}
 	if o.json {
 		out := map[string]any{"txn": res.Txn, "changed": res.Changed, "failed": res.Failed, "notes": res.Notes}
 		if len(dropped) > 0 {
 			out["not_writable"] = dropped
 		}
-		if o.confirm > 0 {
+		if o.confirm > 0 && verdict == nil {
 			out["confirm_by"] = deadline.UTC().Format(time.RFC3339)
 		}
-		return report.JSON(env.Stdout, out)
+		if verdict != nil {
+			out["gate"] = verdict
+		}
+		if err := report.JSON(env.Stdout, out); err != nil {
+			return err
+		}
+		return verdict.exit()
 	}
 	renderResult(env, "Applied", res)
+	if verdict != nil {
+		if err := renderGate(env, verdict); err != nil {
+			return err
+		}
+		return verdict.exit()
+	}
 	if o.confirm > 0 {
 		fmt.Fprintf(env.Stdout, "%s run 'lowlat confirm' by %s, or everything above is rolled back automatically.\n",
 			report.Paint("Unconfirmed:", report.Warn, env.TTY), deadline.Local().Format(time.TimeOnly))

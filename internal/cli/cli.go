@@ -125,6 +125,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newPlanCmd(env),
 		newApplyCmd(env),
 		newConfirmCmd(env),
+		newProveCmd(env),
 		newPinCmd(env),
 		newRollbackCmd(env),
 		newStatusCmd(env),

@@ -123,6 +123,7 @@ var arity = map[string][2]int{
 	"plan":          {0, 0},
 	"apply":         {0, 0},
 	"confirm":       {0, 0},
+	"prove":         {0, 0},
 	"pin":           {0, 0},
 	"rollback":      {0, 0},
 	"status":        {0, 0},

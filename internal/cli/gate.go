@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lowlat/lowlat/internal/gate"
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/report"
+	"github.com/lowlat/lowlat/internal/txn"
+)
+
+// ExitGateRolledBack is the exit code of a gated apply (or prove) whose
+// measurement did not keep the change: it was rolled back, exactly, and the
+// host is as it was.
+const ExitGateRolledBack = 4
+
+// gateFlags are the flags of a measured gate (apply --prove, prove).
+type gateFlags struct {
+	prove  string
+	slo    string
+	settle time.Duration
+}
+
+func (g *gateFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&g.prove, "prove", "", "gate the change on a measurement: a probe as for 'lowlat probe' (`\"udp HOST:PORT [flags]\"`, or tcp, crr, load), run before and after; keep only if it is not worse (exit 4 when rolled back)")
+	f.StringVar(&g.slo, "slo", "", "with --prove, what the change must achieve: `TERMS` like \"p99<=8ms,loss<=1%\" (metric OP value; default: not worse on p50, p99 and loss)")
+	f.DurationVar(&g.settle, "settle", 5*time.Second, "with --prove, wait this long after the change before measuring again")
+}
+
+// gateRun is a parsed gate: the probe to run and what to judge by.
+type gateRun struct {
+	m   *measurement
+	slo gate.SLO
+	gateFlags
+}
+
+// parseGate checks the gate's flags before anything is measured or changed;
+// nil when there is no --prove.
+func parseGate(env *Env, cmd string, g gateFlags) (*gateRun, error) {
+	if g.prove == "" {
+		if g.slo != "" {
+			return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --slo needs --prove (the probe that measures it)", cmd)}
+		}
+		return nil, nil
+	}
+	m, err := parseMeasurement(env, cmd+": --prove", g.prove)
+	if err != nil {
+		return nil, err
+	}
+	slo, err := gate.ParseSLO(g.slo)
+	if err == nil {
+		err = slo.Check(m.kind)
+	}
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --slo %q: %v", cmd, g.slo, err)}
+	}
+	if g.settle < 0 {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --settle %v: must not be negative", cmd, g.settle)}
+	}
+	return &gateRun{m: m, slo: slo, gateFlags: g}, nil
+}
+
+// minConfirm is the shortest dead-man deadline that leaves the gate time to
+// settle, measure and decide: if lowlat dies or hangs past it, the change
+// reverts by itself.
+func (g *gateRun) minConfirm() time.Duration {
+	return g.settle + g.m.length + time.Minute
+}
+
+// measure runs the gate's probe once, with a progress bar.
+func (g *gateRun) measure(ctx context.Context, env *Env, label string) (any, *gate.Summary, error) {
+	stop := progress(env, "gate: "+label, g.m.length)
+	res, err := g.m.run(ctx)
+	stop()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: probe %s: %w", label, g.m.kind, err)
+	}
+	sum, err := gate.Summarize(res)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", label, err)
+	}
+	return res, sum, nil
+}
+
+// gateOutcome is what a gate did, for the report and --json.
+type gateOutcome struct {
+	Probe   string        `json:"probe"`
+	SLO     string        `json:"slo,omitempty"`
+	Keep    bool          `json:"keep"`
+	Verdict string        `json:"verdict"`
+	Reason  string        `json:"reason"`
+	Rows    []gate.Row    `json:"rows"`
+	Before  any           `json:"before"`
+	After   any           `json:"after"`
+	Result  *txn.Result   `json:"result,omitempty"`
+	Summary *gate.Summary `json:"-"`
+}
+
+// judge settles, measures after the change, decides, journals the evidence
+// and confirms or rolls back transaction id. before is the baseline (nil:
+// judge on the SLO alone). It returns the outcome, and an error when the
+// gate itself failed (the transaction is then rolled back too).
+func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id string, beforeRes any, before *gate.Summary) (*gateOutcome, error) {
+	fail := func(err error) (*gateOutcome, error) {
+		// A gate that cannot decide does not keep the change.
+		_, rerr := eng.Rollback(context.WithoutCancel(ctx), txn.RollbackOptions{Txn: id, Reason: "gate failed: " + err.Error()})
+		if rerr != nil {
+			return nil, fmt.Errorf("%w; and the rollback failed: %v (run 'lowlat rollback')", err, rerr)
+		}
+		if errors.Is(err, context.Canceled) {
+			return nil, &ExitError{Code: 130, Err: fmt.Errorf("interrupted; transaction %s rolled back", id)}
+		}
+		return nil, fmt.Errorf("%w; transaction %s rolled back", err, id)
+	}
+	if g.settle > 0 {
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(g.settle):
+		}
+	}
+	afterRes, after, err := g.measure(ctx, env, "after")
+	if err != nil {
+		return fail(err)
+	}
+	v := gate.Decide(before, after, g.slo)
+	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes, Summary: after}
+	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, After: figures(after), Keep: v.Keep, Reason: v.Reason}
+	if before != nil {
+		ev.Before = figures(before)
+	}
+	if err := eng.RecordEvidence(id, ev); err != nil {
+		return fail(fmt.Errorf("journal the evidence: %w", err))
+	}
+	if v.Keep {
+		out.Verdict = "kept"
+		res, err := eng.ConfirmTxn(context.WithoutCancel(ctx), id)
+		out.Result = res
+		if err != nil {
+			return fail(fmt.Errorf("confirm: %w", err))
+		}
+		return out, nil
+	}
+	out.Verdict = "rolled back"
+	res, err := eng.Rollback(context.WithoutCancel(ctx), txn.RollbackOptions{Txn: id, Reason: "gate: " + v.Reason})
+	out.Result = res
+	if err != nil {
+		return out, fmt.Errorf("rolled back by the gate, but: %w", err)
+	}
+	return out, nil
+}
+
+// figures is a summary as the journal keeps it.
+func figures(s *gate.Summary) map[string]journal.Figure {
+	out := map[string]journal.Figure{}
+	for name, m := range s.Metrics {
+		out[name] = journal.Figure{Value: m.Value, Lo: m.Lo, Hi: m.Hi, Unit: m.Unit}
+	}
+	return out
+}
+
+// renderGate prints the before / after / SLO / verdict table and the verdict.
+func renderGate(env *Env, o *gateOutcome) error {
+	fmt.Fprintf(env.Stdout, "\nGate (%s", o.Probe)
+	if o.SLO != "" {
+		fmt.Fprintf(env.Stdout, ", SLO %s", o.SLO)
+	}
+	fmt.Fprintln(env.Stdout, "):")
+	t := report.Table{Header: []string{"metric", "before", "after", "SLO", "verdict"}}
+	for _, r := range (gate.Verdict{Rows: o.Rows}).Table() {
+		st := report.Plain
+		switch {
+		case len(r) > 4 && (r[4] == "worse" || r[4] == "violated"):
+			st = report.Bad
+		case len(r) > 4 && r[4] == "better":
+			st = report.Good
+		}
+		cells := make([]report.Cell, len(r))
+		for i, c := range r {
+			cells[i] = report.C(c)
+			if i == len(r)-1 {
+				cells[i] = report.S(c, st)
+			}
+		}
+		t.Add(cells...)
+	}
+	if err := t.Render(env.Stdout, env.TTY); err != nil {
+		return err
+	}
+	if o.Keep {
+		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Kept by the gate:", report.Good, env.TTY), o.Reason)
+	} else {
+		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Rolled back by the gate:", report.Bad, env.TTY), o.Reason)
+	}
+	return nil
+}
+
+// exit is the gate's exit status: nil when it kept the change, exit 4 when it
+// rolled it back (nil outcome: no gate).
+func (o *gateOutcome) exit() error {
+	if o == nil || o.Keep {
+		return nil
+	}
+	return &ExitError{Code: ExitGateRolledBack}
+}
+
+// gateErr reports a gate that failed as cmd's error, keeping an exit code
+// the gate chose (130 when interrupted).
+func gateErr(cmd string, err error) error {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Code: ee.Code, Err: fmt.Errorf("%s: %w", cmd, ee.Err)}
+	}
+	return fmt.Errorf("%s: gate: %w", cmd, err)
+}
