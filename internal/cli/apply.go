@@ -90,7 +90,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 		case o.confirm == 0:
 			o.confirm = need
 		case o.confirm < need:
-			return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v is shorter than the gate needs (%v: --settle, one measurement and a minute to decide)", o.confirm, need.Round(time.Second))}
+			return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v is shorter than the gate needs (%v: --settle, one measurement and 30 s to decide)", o.confirm, need.Round(time.Second))}
 		}
 	}
 	if !o.dryRun {
@@ -194,7 +194,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	var gateBefore any
 	var gateBaseline *gate.Summary
 	if g != nil {
-		if gateBefore, gateBaseline, err = g.measure(ctx, env, "baseline"); err != nil {
+		if gateBefore, gateBaseline, err = g.baseline(ctx, env); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return &ExitError{Code: 130, Err: errors.New("apply: interrupted during the baseline; nothing was changed")}
 			}

@@ -65,11 +65,16 @@ func parseGate(env *Env, cmd string, g gateFlags) (*gateRun, error) {
 	return &gateRun{m: m, slo: slo, gateFlags: g}, nil
 }
 
+// gateMargin is what the dead-man deadline leaves beyond settling and one
+// measurement: the probe's own connect and close timeouts (5 s each), the
+// decision, and a slow host.
+const gateMargin = 30 * time.Second
+
 // minConfirm is the shortest dead-man deadline that leaves the gate time to
 // settle, measure and decide: if lowlat dies or hangs past it, the change
 // reverts by itself.
 func (g *gateRun) minConfirm() time.Duration {
-	return g.settle + g.m.length + time.Minute
+	return g.settle + g.m.length + gateMargin
 }
 
 // measure runs the gate's probe once, with a progress bar.
@@ -85,6 +90,16 @@ func (g *gateRun) measure(ctx context.Context, env *Env, label string) (any, *ga
 		return nil, nil, fmt.Errorf("%s: %w", label, err)
 	}
 	return res, sum, nil
+}
+
+// baseline measures before the change. A baseline without a single reply
+// is an error, not a measurement: nothing is changed against it.
+func (g *gateRun) baseline(ctx context.Context, env *Env) (any, *gate.Summary, error) {
+	res, sum, err := g.measure(ctx, env, "baseline")
+	if err == nil && !sum.Has("p50") {
+		err = fmt.Errorf("baseline: probe %s: no replies from %s (is 'lowlat reflector' running there, and reachable?)", g.m.kind, sum.Target)
+	}
+	return res, sum, err
 }
 
 // gateOutcome is what a gate did, for the report and --json.

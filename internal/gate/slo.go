@@ -77,6 +77,9 @@ func parseTerm(s string) (Term, error) {
 	}
 	name := strings.ToLower(strings.TrimSpace(s[:i]))
 	val := strings.TrimSpace(s[i+len(op):])
+	if strings.ContainsAny(name, "=<>!") || strings.ContainsAny(val, "=<>") {
+		return Term{}, fmt.Errorf("term %q: operator must be <=, <, >= or >", s)
+	}
 	d, ok := metrics[name]
 	if !ok {
 		return Term{}, fmt.Errorf("term %q: unknown metric %q (known: %s)", s, name, strings.Join(known(), ", "))

@@ -142,3 +142,24 @@ func sampleMeanCI(xs []float64) (v, lo, hi float64) {
 	t := tQuantile(k - 1)
 	return v, max(0, v-t*se), v + t*se
 }
+
+// spreadInterval is the half-width within which one more block of xs would
+// fall, about: Student's t for len(xs)−1 degrees of freedom times the
+// blocks' standard deviation. (Not divided by √k: a path's state can last a
+// whole run, so a later run may sit anywhere the baseline's blocks did.)
+func spreadInterval(xs []float64) float64 {
+	k := len(xs)
+	if k < 2 {
+		return 0
+	}
+	var mean float64
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(k)
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return tQuantile(k-1) * math.Sqrt(ss/float64(k-1))
+}

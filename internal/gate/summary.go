@@ -41,9 +41,12 @@ func Summarize(result any) (*Summary, error) {
 		}
 		err = s.jitter(r.Jitter, r.Histograms["ipdv_ns"])
 		s.loss("", r.Sent, r.Loss)
+		s.batches("", r.Batches)
+		s.hostNoise(r.SendLag)
 	case *probe.TCPResult:
 		s.Kind, s.Target = "tcp", r.Target
 		err = s.latency("", r.Histograms["rtt_ns"])
+		s.hostNoise(r.SendLag)
 	case *probe.CRRResult:
 		s.Kind, s.Target = "crr", r.Target
 		if err = s.latency("", r.Histograms["last_byte_ns"]); err != nil {
@@ -68,6 +71,9 @@ func Summarize(result any) (*Summary, error) {
 		s.loss("idle_", r.IdleRTT.Count+r.IdleLoss.Up+r.IdleLoss.Down, r.IdleLoss)
 		delete(s.Metrics, "idle_loss_up")
 		delete(s.Metrics, "idle_loss_down")
+		s.batches("", r.LoadedBatches)
+		s.batches("idle_", r.IdleBatches)
+		s.hostNoise(r.SendLag)
 		s.increase()
 		err = s.rpm(r.Histograms["loaded_rtt_ns"], r.RPM)
 		s.goodput(r.Goodput, r.GoodputSamples)
@@ -137,6 +143,62 @@ func (s *Summary) latency(prefix, enc string) error {
 		s.put(prefix+"mean", v/1e6, lo/1e6, hi/1e6, n)
 	}
 	return nil
+}
+
+// batches widens the intervals of the percentiles, the mean and the loss
+// with the run's blocks (the probes split into consecutive fifths), when
+// that is wider than the sampling interval. Sampling alone misses the drift
+// of a path (or a host) from one moment to the next, which a later run sees
+// too:
+//   - the mean and the loss are the means of their blocks' figures, so their
+//     interval is the batch-means one: t · sd / √k;
+//   - a percentile is not, and it moves with the path's state, which can
+//     last a whole run: a later run may sit anywhere one block of the
+//     baseline could, so the half-width is t · sd of the blocks.
+func (s *Summary) batches(prefix string, b *probe.Batches) {
+	if b == nil {
+		return
+	}
+	for name, xs := range map[string][]float64{"p50": b.P50, "p90": b.P90, "p99": b.P99, "p999": b.P999, "mean": b.Mean, "loss": b.Loss} {
+		m, ok := s.Metrics[prefix+name]
+		if !ok || len(xs) < 3 {
+			continue
+		}
+		half := spreadInterval(xs)
+		scale := 1e-3 // µs to ms
+		switch name {
+		case "loss":
+			scale = 1
+			fallthrough
+		case "mean":
+			half /= math.Sqrt(float64(len(xs)))
+		}
+		half *= scale
+		m.Lo, m.Hi = round(min(m.Lo, max(0, m.Value-half))), round(max(m.Hi, m.Value+half))
+		s.Metrics[prefix+name] = m
+	}
+}
+
+// hostNoise widens every latency interval to at least ± half the run's
+// median send lag: how late this host woke the prober against its schedule,
+// measured in the same run. Two runs whose latencies differ by less than
+// that differ by the host's own timer and scheduling noise (Linux's default
+// timer slack alone is 50 µs), which no change to the network explains. On
+// a path of milliseconds it is negligible; on a loopback of 20 µs it is what
+// keeps a host switching between idle states from looking like a
+// regression.
+func (s *Summary) hostNoise(lag probe.Percentiles) {
+	half := lag.P50 / 2 / 1e3 // µs to ms
+	if lag.Count == 0 || half <= 0 {
+		return
+	}
+	for name, m := range s.Metrics {
+		if metrics[name].class != classTime || name == "increase_ms" {
+			continue
+		}
+		m.Lo, m.Hi = round(min(m.Lo, max(0, m.Value-half))), round(max(m.Hi, m.Value+half))
+		s.Metrics[name] = m
+	}
 }
 
 // jitter adds RFC 3550's jitter (µs in the result) in ms. The estimator is

@@ -59,6 +59,12 @@ type LoadResult struct {
 	// IdleLoss and LoadedLoss are the UDP probes' loss in each phase.
 	IdleLoss   Loss `json:"idle_loss"`
 	LoadedLoss Loss `json:"loaded_loss"`
+	// IdleBatches and LoadedBatches are each phase's figures per fifth.
+	IdleBatches   *Batches `json:"idle_batches,omitempty"`
+	LoadedBatches *Batches `json:"loaded_batches,omitempty"`
+	// SendLag is how late the probes left against their schedule, both
+	// phases merged, µs: the host's own timing noise.
+	SendLag Percentiles `json:"send_lag_us"`
 	// DSCP is how the loaded phase's probes were marked and came back.
 	DSCP DSCPReport `json:"dscp"`
 	// Diagnosis names what the figures show, e.g. a bloated buffer.
@@ -145,6 +151,12 @@ func diagnose(increaseMS float64, loaded Loss) string {
 		return fmt.Sprintf("latency rises %.0f ms under load", increaseMS)
 	}
 	return "latency holds under load"
+}
+
+// maxLag is the worse of two phases' send lags, percentile by percentile.
+func maxLag(a, b Percentiles) Percentiles {
+	return Percentiles{Count: a.Count + b.Count, Min: min(a.Min, b.Min), P50: max(a.P50, b.P50), P90: max(a.P90, b.P90),
+		P99: max(a.P99, b.P99), P999: max(a.P999, b.P999), Max: max(a.Max, b.Max), Mean: max(a.Mean, b.Mean)}
 }
 
 // sampleGoodput records the goodput of each interval between from and to:
@@ -351,15 +363,18 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 	loadedH, _ := DecodeHistogram(loaded.Histograms["rtt_ns"])
 	res := &LoadResult{
-		Meta:       newMeta("load", cfg.Target, start),
-		Config:     cfg,
-		IdleRTT:    idle.RTT,
-		LoadedRTT:  loaded.RTT,
-		Increase:   round3((loaded.RTT.P50 - idle.RTT.P50) / 1000),
-		IdleLoss:   idle.Loss,
-		LoadedLoss: loaded.Loss,
-		DSCP:       loaded.DSCP,
-		Histograms: map[string]string{"idle_rtt_ns": idle.Histograms["rtt_ns"], "loaded_rtt_ns": loaded.Histograms["rtt_ns"]},
+		Meta:          newMeta("load", cfg.Target, start),
+		Config:        cfg,
+		IdleRTT:       idle.RTT,
+		LoadedRTT:     loaded.RTT,
+		Increase:      round3((loaded.RTT.P50 - idle.RTT.P50) / 1000),
+		IdleLoss:      idle.Loss,
+		LoadedLoss:    loaded.Loss,
+		IdleBatches:   idle.Batches,
+		LoadedBatches: loaded.Batches,
+		SendLag:       maxLag(idle.SendLag, loaded.SendLag),
+		DSCP:          loaded.DSCP,
+		Histograms:    map[string]string{"idle_rtt_ns": idle.Histograms["rtt_ns"], "loaded_rtt_ns": loaded.Histograms["rtt_ns"]},
 	}
 	res.Grade = Grade(res.Increase)
 	if loadedH != nil {

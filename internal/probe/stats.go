@@ -33,6 +33,51 @@ type udpStats struct {
 	ringSeq [ipdvWindow]int64
 
 	srvRecvMax uint32 // highest "received" count the reflector echoed
+
+	// Per-block RTTs: the probes split by sequence number, so by send time,
+	// into Blocks equal runs.
+	count  int
+	blocks [Blocks]*hdrhistogram.Histogram
+}
+
+// Blocks is how many consecutive blocks a UDP run's probes are split into
+// for Batches: five, so each block is long enough that its figures do not
+// just echo one moment, and the spread across them still has four degrees
+// of freedom.
+const Blocks = 5
+
+// Batches are a run's figures per block of consecutive probes (by send
+// order), µs and %: their spread is how much the path drifted during the
+// run, the batch-means estimate of run-to-run noise.
+type Batches struct {
+	Count []int64   `json:"count"`
+	P50   []float64 `json:"p50"`
+	P90   []float64 `json:"p90"`
+	P99   []float64 `json:"p99"`
+	P999  []float64 `json:"p999"`
+	Mean  []float64 `json:"mean"`
+	// Loss is the share of each block's probes that got no reply, %.
+	Loss []float64 `json:"loss_pct"`
+}
+
+// batches reads the per-block figures; sent is how many probes went out.
+func (s *udpStats) batches(sent int64) *Batches {
+	b := &Batches{}
+	for i, h := range s.blocks {
+		// Block i holds sequence numbers [i·count/Blocks, (i+1)·count/Blocks)
+		// of those sent.
+		lo := int64(i * s.count / Blocks)
+		hi := min(int64((i+1)*s.count/Blocks), sent)
+		n := hi - lo
+		if n <= 0 || h.TotalCount() == 0 {
+			continue
+		}
+		p := summarize(h)
+		b.Count = append(b.Count, p.Count)
+		b.P50, b.P90, b.P99, b.P999, b.Mean = append(b.P50, p.P50), append(b.P90, p.P90), append(b.P99, p.P99), append(b.P999, p.P999), append(b.Mean, p.Mean)
+		b.Loss = append(b.Loss, round3(100*float64(max(0, n-p.Count))/float64(n)))
+	}
+	return b
 }
 
 func newUDPStats(count int) *udpStats {
@@ -41,6 +86,11 @@ func newUDPStats(count int) *udpStats {
 		ipdv:   newHist(),
 		seen:   make([]uint64, (count+63)/64),
 		maxSeq: -1,
+		count:  count,
+	}
+	for i := range s.blocks {
+		// Two significant digits (1 %) keep five blocks at a few KiB each.
+		s.blocks[i] = hdrhistogram.New(histLowest, histHighest, 2)
 	}
 	for i := range s.ringSeq {
 		s.ringSeq[i] = -1
@@ -70,6 +120,7 @@ func (s *udpStats) add(seq uint32, rtt int64, srvRecv uint32) {
 		s.maxSeq = i
 	}
 	record(s.rtt, rtt)
+	record(s.blocks[min(Blocks-1, int(i)*Blocks/max(1, s.count))], rtt)
 
 	// RFC 3550 §6.4.1: J += (|D(i-1,i)| - J) / 16, D being the difference of
 	// transit times of consecutive arrivals; the round trip stands in for transit.

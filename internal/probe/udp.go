@@ -64,6 +64,8 @@ type UDPResult struct {
 	DSCP DSCPReport `json:"dscp"`
 	// SendLag is how late sends left against the intended schedule, µs.
 	SendLag Percentiles `json:"send_lag_us"`
+	// Batches are the figures of each fifth of the run, in send order.
+	Batches *Batches `json:"batches,omitempty"`
 	// Histograms holds the raw HDR histograms (ns), standard compressed encoding.
 	Histograms map[string]string `json:"histograms"`
 }
@@ -379,6 +381,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 		Timestamps: "userspace",
 		DSCP:       DSCPReport{Sent: DSCPName(cfg.DSCP), ReflectorReceived: upDSCP.mode(), Received: downDSCP.mode(), Changed: dscpChanged},
 		SendLag:    summarize(lag),
+		Batches:    stats.batches(nsent),
 		Histograms: map[string]string{"rtt_ns": encodeHist(stats.rtt), "ipdv_ns": encodeHist(stats.ipdv)},
 	}
 	if kernelTS.Load() && !userTS.Load() {
