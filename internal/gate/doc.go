@@ -36,7 +36,21 @@
 //     probe records, ± t · sd / √k; a result without samples has no
 //     interval, and any drop counts.
 //
-// Percentiles are also widened by the histogram's own resolution (HDR keeps
-// three significant digits), so a difference smaller than one bucket is never
-// "worse".
+// Percentiles are also widened to the edges of their HDR buckets (three
+// significant digits), so a difference inside one bucket is never "worse".
+//
+// Sampling intervals assume the samples are independent; a real path (and a
+// real host) drifts. Two more terms widen the intervals, each from the run's
+// own data:
+//
+//   - UDP runs (udp, and both phases of load) report their figures per fifth
+//     of the run (probe.Batches). A percentile's half-width is at least t ·
+//     sd of the blocks: a later run may sit anywhere one block did. The mean
+//     and the loss, which are the blocks' average, get the batch-means
+//     half-width t · sd / √5.
+//   - Every latency is at least ± half the run's median send lag: how late
+//     the host woke the prober against its schedule, measured in the same
+//     run. A difference below that is the host's timer and scheduling noise.
+//
+// docs/gate.md has the measured false-"worse" rate and the power.
 package gate

@@ -73,6 +73,9 @@ type VariantResult struct {
 	Timeline *Timeline `json:"timeline,omitempty"`
 	// CDF names the histogram in Metrics the report draws as the RTT CDF.
 	CDF string `json:"cdf,omitempty"`
+	// Gate is the production gate's verdict on a fix against the baseline,
+	// from the probe the CDF comes from.
+	Gate *GateResult `json:"gate,omitempty"`
 }
 
 // KnobChange is one plan row as the lab used it.
@@ -196,6 +199,7 @@ func lookup(m map[string]any, path string) (float64, bool) {
 // evaluate checks every expectation of every variant against the metrics
 // and sets Pass. Expectations of variants that did not run fail.
 func evaluate(r *Result, expects map[string][]Expect) {
+	judge(r)
 	flat := map[string]map[string]any{}
 	for _, v := range r.Variants {
 		if v.Status == StatusRan {

@@ -19,6 +19,14 @@ why = "runbook 003: tc qdisc add dev eth0 root handle 1: tbf latency 300ms burst
 source = "docs/runbooks.md#003-bufferbloat-behind-a-capped-uplink"
 `
 
+// gateKeeps expects the production gate to keep a fix: apply --prove
+// without --slo, its p50, p99 and loss not worse than the baseline's beyond
+// the noise.
+func gateKeeps() Expect {
+	return Expect{Metric: "derived.gate_keep", Op: ">=", Value: 1, Unit: "kept",
+		Desc: "lowlat: the gate (apply --prove, no --slo) keeps it: p50, p99 and loss not worse than the baseline beyond the noise"}
+}
+
 // uplinkRate is the provider's cap in bufferbloat-uplink (Mbit/s).
 const uplinkRate = 2.0
 
@@ -51,24 +59,28 @@ func init() {
 			{Name: "bbr-1-flow", Desc: "runbook 003's first fix as it was measured: BBR on the uploading host, one upload flow (its scp)",
 				Fix: bbrOnly(), App: App{Flows: 1, Change: "one upload flow, as the runbook's scp"},
 				Expect: []Expect{
+					gateKeeps(),
 					{Metric: "derived.loaded_p50_ms", Op: "<", Value: 200, Unit: "ms", Desc: "runbook 003: with BBR and one upload, ping about 100 ms instead of seconds (it says mostly under 100 ms); lowlat: BBR v1 keeps about one BDP plus three send bursts queued, ~120 ms at this 40 ms base: p50 < 200 ms (5 × base)"},
 					{Metric: "derived.goodput_share", Op: ">=", Value: 0.85, Unit: "of cap", Desc: "runbook 003: with BBR the link stays full (goodput ≥ 85 % of the cap; headers take 4.4 %)"},
 				}},
 			{Name: "bbr-4-flows", Desc: "BBR alone with 4 upload flows: lowlat's own finding",
 				Fix: bbrOnly(),
 				Expect: []Expect{
+					gateKeeps(),
 					{Metric: "derived.loaded_p50_ms", Op: ">", Value: 200, Unit: "ms", Desc: "lowlat: BBR alone does not hold with 4 flows: each keeps its own send bursts and a BDP estimate inflated by the others' queue, ~300 ms in the provider's buffer: p50 > 200 ms (5 × base)"},
 					{Metric: "derived.goodput_share", Op: ">=", Value: 0.85, Unit: "of cap", Desc: "lowlat: the link stays full (goodput ≥ 85 % of the cap)"},
 				}},
 			{Name: "runbook-tbf", Desc: "runbook 003's second fix verbatim: tbf rate 1.95mbit burst 4096 latency 300ms",
 				Fix: &Fix{Profile: "runbook-003-tbf", Inline: runbook003TBF, Side: "client", Require: []string{"qdisc.root"}},
 				Expect: []Expect{
+					gateKeeps(),
 					{Metric: "derived.added_p99_ms", Op: "<=", Value: 350, Unit: "ms", Desc: "runbook 003: about 300 ms with its tbf, whose bound is its 300 ms latency plus the 4096-byte burst (317 ms): p99 − idle p50 ≤ 350 ms"},
 					{Metric: "derived.goodput_share", Op: ">=", Value: 0.85, Unit: "of cap", Desc: "runbook 003: throughput almost 2 Mbit/s (goodput ≥ 85 % of the cap)"},
 				}},
 			{Name: "capped-uplink", Desc: "lowlat's capped-uplink profile (--set rate=2mbit)",
 				Fix: &Fix{Profile: "capped-uplink", Sets: map[string]string{"rate": "2mbit"}, Side: "client", Require: []string{"qdisc.root"}},
 				Expect: []Expect{
+					gateKeeps(),
 					{Metric: "derived.added_p99_ms", Op: "<=", Value: 25, Unit: "ms", Desc: "lowlat: p99 ≤ base + 25 ms (base = idle RTT p50): the queue lives here, under the profile's 20 ms bound at worst"},
 					{Metric: "derived.goodput_share", Op: ">=", Value: 0.7, Unit: "of cap", Desc: "lowlat: goodput ≥ 70 % of the cap: the shaper runs at 90 % and headers take 4.4 % (86 % at most); the plain-tbf fallback's 20 ms queue costs a few percent more"},
 				}},
@@ -95,8 +107,9 @@ func init() {
 				Fix:    &Fix{Profile: "realtime-tcp", Side: "client"},
 				Expect: []Expect{{Metric: "derived.p50_ms", Op: ">=", Value: 35, Unit: "ms", Desc: "runbook 001: no sysctl sets TCP_NODELAY, so the profile alone leaves the stall (p50 ≥ 35 ms)"}}},
 			{Name: "nodelay", Desc: "TCP_NODELAY on both ends (the application's fix)",
-				App:    App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},
-				Expect: []Expect{{Metric: "derived.p50_ms", Op: "<", Value: 5, Unit: "ms", Desc: "runbook 001's fix: with TCP_NODELAY the stall is gone; the lab's path has no delay, so p50 < 5 ms (an eighth of the stall)"}}},
+				App: App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},
+				Expect: []Expect{
+					gateKeeps(), {Metric: "derived.p50_ms", Op: "<", Value: 5, Unit: "ms", Desc: "runbook 001's fix: with TCP_NODELAY the stall is gone; the lab's path has no delay, so p50 < 5 ms (an eighth of the stall)"}}},
 			{Name: "nodelay+realtime-tcp", Desc: "TCP_NODELAY and the realtime-tcp profile",
 				Fix:    &Fix{Profile: "realtime-tcp", Side: "client"},
 				App:    App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},
@@ -189,6 +202,7 @@ func init() {
 			{Name: "game-udp", Desc: "lowlat's game-udp profile on the server",
 				Fix: &Fix{Profile: "game-udp", Side: "server", Require: []string{"qdisc.root"}},
 				Expect: []Expect{
+					gateKeeps(),
 					{Metric: "derived.server_queueing_p99_ms", Op: "<", Value: 4.3, Unit: "ms", Desc: "runbook 000 after its fix: server queueing p99 4.3 ms; game-udp must beat it"},
 					{Metric: "derived.bulk_share", Op: ">=", Value: 0.85, Unit: "of NIC", Desc: "lowlat: fair queueing costs the download little (goodput ≥ 85 % of the NIC; headers take 4.4 %)"},
 				}},

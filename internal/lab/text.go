@@ -165,6 +165,18 @@ func WriteText(w io.Writer, r *Result, color bool) error {
 	if err := t.Render(w, color); err != nil {
 		return err
 	}
+	var gates []string
+	for i := range r.Variants {
+		if l := gateLine(&r.Variants[i]); l != "" {
+			gates = append(gates, l)
+		}
+	}
+	if len(gates) > 0 {
+		fmt.Fprintln(w)
+		for _, l := range gates {
+			fmt.Fprintln(w, "gate:", l)
+		}
+	}
 	notes := notes(r)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
