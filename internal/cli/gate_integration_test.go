@@ -261,6 +261,7 @@ func TestIntegrationGateKilled(t *testing.T) {
 	// The change is in force once the transaction awaits confirmation; the
 	// after measurement runs from then for 6 s.
 	var applied time.Time
+	watchdog := 0
 	if !waitFor(30*time.Second, func() bool {
 		st, err := journal.ReadState(w.journal)
 		if err != nil {
@@ -268,13 +269,25 @@ func TestIntegrationGateKilled(t *testing.T) {
 		}
 		for _, tx := range st.Txns {
 			if tx.PendingConfirm() {
-				applied = time.Now()
+				applied, watchdog = time.Now(), tx.Meta.WatchdogPID
 				return true
 			}
 		}
 		return false
 	}) {
 		t.Fatal("the gated apply did not apply within 30 s")
+	}
+	// The watchdog lives in a copy of this mount namespace (testnet.Command),
+	// which pins the namespaces' /run/netns mounts: it must be gone before
+	// they are deleted, also when the test fails.
+	t.Cleanup(func() {
+		if watchdog > 0 && !waitFor(20*time.Second, func() bool { return syscall.Kill(watchdog, 0) != nil }) {
+			t.Errorf("the watchdog (pid %d) outlived its rollback by 20 s", watchdog)
+			syscall.Kill(watchdog, syscall.SIGKILL)
+		}
+	})
+	if watchdog == 0 {
+		t.Error("the gated apply journaled no watchdog")
 	}
 	time.Sleep(3 * time.Second)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
