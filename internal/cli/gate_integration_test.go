@@ -118,7 +118,6 @@ func (w *gateWorld) loadProbe() string {
 // SLO that cannot hold, the same apply exits 4 and the namespace is
 // byte-identical to before.
 func TestIntegrationGateKeepsTheFix(t *testing.T) {
-	testnet.Heavy(t, "two gated applies with load probes on a 2 Mbit/s path")
 	w := newGateWorld(t, true)
 	before := w.snapshot()
 	args := []string{"apply", "--yes", "--json", "--profile", "capped-uplink", "--set", "rate=1.9mbit",

@@ -103,5 +103,5 @@ func gateLine(v *VariantResult) string {
 	if v.Gate.Keep {
 		what = "kept it"
 	}
-	return fmt.Sprintf("%s: the gate (apply --prove %s, no --slo) would have %s: %s", v.Name, v.Gate.Measurement, what, v.Gate.Reason)
+	return fmt.Sprintf("%s: the gate (apply --prove without --slo, on the %q probe) would have %s: %s", v.Name, v.Gate.Measurement, what, v.Gate.Reason)
 }
