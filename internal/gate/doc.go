@@ -43,8 +43,8 @@
 // real host) drifts. Two more terms widen the intervals, each from the run's
 // own data:
 //
-//   - UDP runs (udp, and both phases of load) report their figures per fifth
-//     of the run (probe.Batches). A percentile's half-width is at least t ·
+//   - udp and tcp runs (and both phases of load) report their figures per
+//     fifth of the run (probe.Batches). A percentile's half-width is at least t ·
 //     sd of the blocks: a later run may sit anywhere one block did. The mean
 //     and the loss, which are the blocks' average, get the batch-means
 //     half-width t · sd / √5.

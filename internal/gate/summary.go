@@ -46,6 +46,7 @@ func Summarize(result any) (*Summary, error) {
 	case *probe.TCPResult:
 		s.Kind, s.Target = "tcp", r.Target
 		err = s.latency("", r.Histograms["rtt_ns"])
+		s.batches("", r.Batches)
 		s.hostNoise(r.SendLag)
 	case *probe.CRRResult:
 		s.Kind, s.Target = "crr", r.Target

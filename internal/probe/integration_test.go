@@ -79,6 +79,10 @@ func TestIntegrationUDP(t *testing.T) {
 	if err != nil || h.TotalCount() != res.Received {
 		t.Errorf("histogram round trip: %v, count %d", err, h.TotalCount())
 	}
+	// 200 probes in five blocks of 40, none lost.
+	if b := res.Batches; b == nil || len(b.Count) != Blocks || len(b.P99) != Blocks || len(b.Loss) != Blocks || sum(b.Count) != res.Received || b.Loss[0] != 0 {
+		t.Errorf("batches %+v, want %d blocks adding up to %d replies", res.Batches, Blocks, res.Received)
+	}
 	t.Logf("rtt %+v jitter %.1f ipdv %+v pdv %.1f lag %+v", res.RTT, res.Jitter, res.IPDV, res.PDV, res.SendLag)
 	if st := r.Stats(); st.UDPSessions != 1 {
 		t.Errorf("reflector sessions = %d", st.UDPSessions)
@@ -114,4 +118,12 @@ func TestIntegrationUDPWrongKey(t *testing.T) {
 	if res.Received != res.Sent || !res.Config.Authenticated || res.Config.Size != 80 {
 		t.Errorf("keyed run: received %d/%d, config %+v", res.Received, res.Sent, res.Config)
 	}
+}
+
+func sum(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

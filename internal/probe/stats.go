@@ -2,6 +2,8 @@ package probe
 
 import (
 	"math"
+	"sync"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -62,22 +64,70 @@ type Batches struct {
 
 // batches reads the per-block figures; sent is how many probes went out.
 func (s *udpStats) batches(sent int64) *Batches {
-	b := &Batches{}
-	for i, h := range s.blocks {
+	return batchesOf(s.blocks[:], func(i int) int64 {
 		// Block i holds sequence numbers [i·count/Blocks, (i+1)·count/Blocks)
 		// of those sent.
-		lo := int64(i * s.count / Blocks)
-		hi := min(int64((i+1)*s.count/Blocks), sent)
-		n := hi - lo
-		if n <= 0 || h.TotalCount() == 0 {
+		return min(int64((i+1)*s.count/Blocks), sent) - int64(i*s.count/Blocks)
+	})
+}
+
+// batchesOf reads per-block histograms (ns); sent, when not nil, says how
+// many probes block i sent, for its loss.
+func batchesOf(hs []*hdrhistogram.Histogram, sent func(i int) int64) *Batches {
+	b := &Batches{}
+	for i, h := range hs {
+		if h.TotalCount() == 0 {
 			continue
+		}
+		var n int64
+		if sent != nil {
+			if n = sent(i); n <= 0 {
+				continue
+			}
 		}
 		p := summarize(h)
 		b.Count = append(b.Count, p.Count)
 		b.P50, b.P90, b.P99, b.P999, b.Mean = append(b.P50, p.P50), append(b.P90, p.P90), append(b.P99, p.P99), append(b.P999, p.P999), append(b.Mean, p.Mean)
-		b.Loss = append(b.Loss, round3(100*float64(max(0, n-p.Count))/float64(n)))
+		if sent != nil {
+			b.Loss = append(b.Loss, round3(100*float64(max(0, n-p.Count))/float64(n)))
+		}
 	}
 	return b
+}
+
+// newBlockHist is a block's histogram: two significant digits (1 %) keep
+// five of them at a few KiB each.
+func newBlockHist() *hdrhistogram.Histogram { return hdrhistogram.New(histLowest, histHighest, 2) }
+
+// timeBlocks are per-block histograms filled from many goroutines, a block
+// being a fifth of a run's duration by scheduled send time.
+type timeBlocks struct {
+	start time.Time
+	span  time.Duration // one block
+	mu    sync.Mutex
+	h     [Blocks]*hdrhistogram.Histogram
+}
+
+func newTimeBlocks(start time.Time, d time.Duration) *timeBlocks {
+	b := &timeBlocks{start: start, span: max(d/Blocks, 1)}
+	for i := range b.h {
+		b.h[i] = newBlockHist()
+	}
+	return b
+}
+
+// record adds ns to the block of the scheduled send time at.
+func (b *timeBlocks) record(at time.Time, ns int64) {
+	i := min(Blocks-1, max(0, int(at.Sub(b.start)/b.span)))
+	b.mu.Lock()
+	record(b.h[i], ns)
+	b.mu.Unlock()
+}
+
+func (b *timeBlocks) batches() *Batches {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return batchesOf(b.h[:], nil)
 }
 
 func newUDPStats(count int) *udpStats {
@@ -89,8 +139,7 @@ func newUDPStats(count int) *udpStats {
 		count:  count,
 	}
 	for i := range s.blocks {
-		// Two significant digits (1 %) keep five blocks at a few KiB each.
-		s.blocks[i] = hdrhistogram.New(histLowest, histHighest, 2)
+		s.blocks[i] = newBlockHist()
 	}
 	for i := range s.ringSeq {
 		s.ringSeq[i] = -1

@@ -70,7 +70,10 @@ type TCPResult struct {
 	ErrorSample string      `json:"error_sample,omitempty"`
 	Connect     Percentiles `json:"connect_us"`
 	// SendLag is how late requests left against the schedule, µs.
-	SendLag    Percentiles       `json:"send_lag_us"`
+	SendLag Percentiles `json:"send_lag_us"`
+	// Batches are the RTT figures of each fifth of the run, by scheduled
+	// send time.
+	Batches    *Batches          `json:"batches,omitempty"`
 	Histograms map[string]string `json:"histograms"`
 }
 
@@ -396,6 +399,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	)
 	runStart := time.Now().Add(20 * time.Millisecond)
 	end := runStart.Add(time.Duration(cfg.Duration))
+	blocks := newTimeBlocks(runStart, time.Duration(cfg.Duration))
 	half := cfg.Size / 2
 	wg.Add(cfg.Connections)
 	for i, c := range conns {
@@ -496,6 +500,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 				service.record(i, int64(svc))
 				lat, ideal := coLatency(intended, idealDone, svc)
 				rtt.record(i, int64(lat))
+				blocks.record(intended, int64(lat))
 				idealDone = ideal
 			}
 		}()
@@ -526,6 +531,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 		Timestamps:  timestampSource(kernelTS.Load(), userTS.Load()),
 		Connect:     summarize(connectH.merged()),
 		SendLag:     summarize(lag.merged()),
+		Batches:     blocks.batches(),
 		Histograms:  map[string]string{"rtt_ns": encodeHist(merged), "service_ns": encodeHist(svcH)},
 	}, nil
 }

@@ -43,6 +43,9 @@ func TestIntegrationTCPRR(t *testing.T) {
 	if st.TCPBytesIn != res.Requests*64 || st.TCPBytesOut != res.Requests*64 {
 		t.Errorf("reflector bytes in/out %d/%d for %d requests of 64 B", st.TCPBytesIn, st.TCPBytesOut, res.Requests)
 	}
+	if b := res.Batches; b == nil || len(b.Count) != Blocks || sum(b.Count) != res.Requests || b.Loss != nil {
+		t.Errorf("batches %+v, want %d blocks adding up to %d requests", res.Batches, Blocks, res.Requests)
+	}
 	t.Logf("rtt %+v service %+v lag %+v", res.RTT, res.Service, res.SendLag)
 }
 
@@ -263,6 +266,25 @@ func TestIntegrationLoad(t *testing.T) {
 	}
 	if res.Goodput.Up <= 0 || res.Goodput.Down <= 0 {
 		t.Errorf("goodput %+v: both directions should carry data", res.Goodput)
+	}
+	// 2 s sampled every 100 ms (a twentieth): 20 samples a direction, whose
+	// mean is near the whole run's figure.
+	gs := res.GoodputSamples
+	if len(gs.Up) != 20 || len(gs.Down) != 20 || time.Duration(gs.Interval) != 100*time.Millisecond {
+		t.Errorf("goodput samples %+v, want 20 of 100 ms each way", gs)
+	}
+	for dir, xs := range map[string][]float64{"up": gs.Up, "down": gs.Down} {
+		var m float64
+		for _, x := range xs {
+			m += x / float64(len(xs))
+		}
+		want := map[string]float64{"up": res.Goodput.Up, "down": res.Goodput.Down}[dir]
+		if m < want/3 || m > want*3 {
+			t.Errorf("%s: samples average %.1f Mbit/s, the run %.1f", dir, m, want)
+		}
+	}
+	if res.LoadedBatches == nil || len(res.LoadedBatches.P50) != Blocks || res.IdleBatches == nil || res.SendLag.Count == 0 {
+		t.Errorf("loaded batches %+v idle %+v send lag %+v", res.LoadedBatches, res.IdleBatches, res.SendLag)
 	}
 	if res.Grade != Grade(res.Increase) || res.RPM <= 0 {
 		t.Errorf("grade %q for %.3f ms, rpm %v", res.Grade, res.Increase, res.RPM)
