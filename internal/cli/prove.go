@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -111,28 +110,12 @@ func readBaseline(path, kind string) (any, *gate.Summary, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var head struct {
-		Type string `json:"type"`
+	res, err := probe.DecodeResult(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, nil, fmt.Errorf("%s: not a probe result: %v", path, err)
-	}
-	if head.Type != kind {
-		return nil, nil, fmt.Errorf("%s is a %q result; the gate measures with %q", path, head.Type, kind)
-	}
-	var res any
-	switch kind {
-	case "udp":
-		res = new(probe.UDPResult)
-	case "tcp":
-		res = new(probe.TCPResult)
-	case "crr":
-		res = new(probe.CRRResult)
-	case "load":
-		res = new(probe.LoadResult)
-	}
-	if err := json.Unmarshal(b, res); err != nil {
-		return nil, nil, fmt.Errorf("%s: %v", path, err)
+	if k := probe.Kind(res); k != kind {
+		return nil, nil, fmt.Errorf("%s is a %q result; the gate measures with %q", path, k, kind)
 	}
 	sum, err := gate.Summarize(res)
 	if err != nil {

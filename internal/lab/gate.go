@@ -69,26 +69,8 @@ func summaryOf(m any) (*gate.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, err
-	}
-	var res any
-	switch head.Type {
-	case "udp":
-		res = new(probe.UDPResult)
-	case "tcp":
-		res = new(probe.TCPResult)
-	case "crr":
-		res = new(probe.CRRResult)
-	case "load":
-		res = new(probe.LoadResult)
-	default:
-		return nil, fmt.Errorf("not a probe result (type %q)", head.Type)
-	}
-	if err := json.Unmarshal(b, res); err != nil {
+	res, err := probe.DecodeResult(b)
+	if err != nil {
 		return nil, err
 	}
 	return gate.Summarize(res)

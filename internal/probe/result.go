@@ -115,3 +115,48 @@ func configErr(err error) error {
 	}
 	return &ConfigError{err}
 }
+
+// DecodeResult reads a result as 'lowlat probe ... -o FILE' writes it into
+// its type (*UDPResult, *TCPResult, *CRRResult or *LoadResult), chosen by
+// its "type" field.
+func DecodeResult(b []byte) (any, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("not a probe result: %w", err)
+	}
+	var res any
+	switch head.Type {
+	case "udp":
+		res = new(UDPResult)
+	case "tcp":
+		res = new(TCPResult)
+	case "crr":
+		res = new(CRRResult)
+	case "load":
+		res = new(LoadResult)
+	default:
+		return nil, fmt.Errorf("not a probe result (type %q)", head.Type)
+	}
+	if err := json.Unmarshal(b, res); err != nil {
+		return nil, fmt.Errorf("%s result: %w", head.Type, err)
+	}
+	return res, nil
+}
+
+// Kind is a result's probe type ("udp", "tcp", "crr", "load"), "" for
+// anything else.
+func Kind(res any) string {
+	switch r := res.(type) {
+	case *UDPResult:
+		return r.Type
+	case *TCPResult:
+		return r.Type
+	case *CRRResult:
+		return r.Type
+	case *LoadResult:
+		return r.Type
+	}
+	return ""
+}

@@ -316,3 +316,23 @@ func TestResultFieldNames(t *testing.T) {
 	check(CRRResult{Histograms: map[string]string{}}, append(append(crr, with("last_byte_us")...), common...)...)
 	check(LoadResult{Histograms: map[string]string{}}, append(append(with("idle_rtt_us", "increase_ms", "grade", "rpm", "goodput_mbps.up", "goodput_mbps.down"), with("loaded_rtt_us")...), common...)...)
 }
+
+func TestDecodeResult(t *testing.T) {
+	in := &UDPResult{Meta: Meta{Type: "udp", Target: "192.0.2.1:7431"}, Sent: 7}
+	b, _ := json.Marshal(in)
+	res, err := DecodeResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := res.(*UDPResult); !ok || u.Sent != 7 || Kind(res) != "udp" {
+		t.Errorf("DecodeResult = %#v", res)
+	}
+	for _, bad := range []string{`{"type":"icmp"}`, `[]`, `{"type":"udp","sent":"x"}`} {
+		if _, err := DecodeResult([]byte(bad)); err == nil {
+			t.Errorf("DecodeResult(%s) accepted it", bad)
+		}
+	}
+	if Kind(&Comparison{}) != "" {
+		t.Error("a comparison has a probe kind")
+	}
+}
