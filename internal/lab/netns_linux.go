@@ -17,7 +17,7 @@ import (
 // NetnsDir is where named network namespaces are bind-mounted (iproute2's
 // convention, so "ip netns exec" works on a running lab). Unit tests point
 // it elsewhere; netns.NewNamed always uses /run/netns.
-var NetnsDir = "/run/netns"
+var NetnsDir = nsthread.RunDir
 
 // ErrNameTaken reports that a namespace of the chosen name already exists.
 var ErrNameTaken = errors.New("network namespace name already taken")
@@ -36,11 +36,16 @@ func createNS(name string) (*NS, error) {
 		return nil, fmt.Errorf("netns %s: %w (a previous run? 'lowlat lab clean' removes lab leftovers)", name, ErrNameTaken)
 	}
 	var h netns.NsHandle
-	err := nsthread.OnNewThread(func() error {
-		var err error
-		h, err = netns.NewNamed(name)
-		return err
-	})
+	// /run/netns first becomes a mount point, as 'ip netns add' would make
+	// it: if that happened later it would strand the lab's namespaces.
+	err := nsthread.PrepareRunDir()
+	if err == nil {
+		err = nsthread.OnNewThread(func() error {
+			var err error
+			h, err = netns.NewNamed(name)
+			return err
+		})
+	}
 	switch {
 	case errors.Is(err, unix.EEXIST):
 		return nil, fmt.Errorf("netns %s: %w", name, ErrNameTaken)

@@ -79,3 +79,34 @@ func (ns NS) isCurrent() (bool, error) {
 	}
 	return want.Dev == have.Dev && want.Ino == have.Ino, nil
 }
+
+// RunDir is where named network namespaces are bind-mounted (iproute2's
+// NETNS_RUN_DIR).
+const RunDir = "/run/netns"
+
+// PrepareRunDir makes RunDir a shared mount point, as 'ip netns add' does
+// the first time it runs on a machine. It must happen before the first
+// namespace is named there: if 'ip netns add' did it later, its bind mount
+// of RunDir onto itself would cover the namespaces already mounted below,
+// and those could never be deleted (unlink fails with EBUSY) until the
+// cover is unmounted by hand.
+func PrepareRunDir() error {
+	if err := os.MkdirAll(RunDir, 0o755); err != nil {
+		return fmt.Errorf("prepare %s: %w", RunDir, err)
+	}
+	err := unix.Mount("", RunDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil {
+		return nil
+	}
+	if err != unix.EINVAL {
+		return fmt.Errorf("prepare %s: make shared: %w", RunDir, err)
+	}
+	// Not a mount point yet: bind it onto itself first.
+	if err := unix.Mount(RunDir, RunDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("prepare %s: bind: %w", RunDir, err)
+	}
+	if err := unix.Mount("", RunDir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("prepare %s: make shared: %w", RunDir, err)
+	}
+	return nil
+}

@@ -13,3 +13,6 @@ func (NS) Close() error { return nil }
 
 // Join does nothing: the thread is already where every thread is.
 func (NS) Join() error { return nil }
+
+// PrepareRunDir does nothing: there are no named namespaces.
+func PrepareRunDir() error { return nil }

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -37,17 +38,25 @@ type NS struct {
 
 // New creates a namespace with lo up, or skips the test when the process may not
 // create namespaces (not root). Any other failure fails the test.
+// prepareOnce makes /run/netns a shared mount point before this test
+// binary names its first namespace, so an 'ip netns add' in a test running
+// beside it cannot cover (and so strand) the namespaces it has made.
+var prepareOnce = sync.OnceValue(nsthread.PrepareRunDir)
+
 func New(t testing.TB) *NS {
 	t.Helper()
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := Prefix + hex.EncodeToString(b)
 	var h netns.NsHandle
-	err := nsthread.OnNewThread(func() error {
-		var err error
-		h, err = netns.NewNamed(name)
-		return err
-	})
+	err := prepareOnce()
+	if err == nil {
+		err = nsthread.OnNewThread(func() error {
+			var err error
+			h, err = netns.NewNamed(name)
+			return err
+		})
+	}
 	if errors.Is(err, unix.EPERM) || errors.Is(err, os.ErrPermission) {
 		t.Skipf("creating a network namespace needs root: %v", err)
 	}
