@@ -104,16 +104,15 @@ func (g *gateRun) baseline(ctx context.Context, env *Env) (any, *gate.Summary, e
 
 // gateOutcome is what a gate did, for the report and --json.
 type gateOutcome struct {
-	Probe   string        `json:"probe"`
-	SLO     string        `json:"slo,omitempty"`
-	Keep    bool          `json:"keep"`
-	Verdict string        `json:"verdict"`
-	Reason  string        `json:"reason"`
-	Rows    []gate.Row    `json:"rows"`
-	Before  any           `json:"before"`
-	After   any           `json:"after"`
-	Result  *txn.Result   `json:"result,omitempty"`
-	Summary *gate.Summary `json:"-"`
+	Probe   string      `json:"probe"`
+	SLO     string      `json:"slo,omitempty"`
+	Keep    bool        `json:"keep"`
+	Verdict string      `json:"verdict"`
+	Reason  string      `json:"reason"`
+	Rows    []gate.Row  `json:"rows"`
+	Before  any         `json:"before"`
+	After   any         `json:"after"`
+	Result  *txn.Result `json:"result,omitempty"`
 }
 
 // judge settles, measures after the change, decides, journals the evidence
@@ -144,7 +143,7 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 		return fail(err)
 	}
 	v := gate.Decide(before, after, g.slo)
-	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes, Summary: after}
+	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes}
 	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, After: figures(after), Keep: v.Keep, Reason: v.Reason}
 	if before != nil {
 		ev.Before = figures(before)
@@ -190,9 +189,9 @@ func renderGate(env *Env, o *gateOutcome) error {
 	for _, r := range (gate.Verdict{Rows: o.Rows}).Table() {
 		st := report.Plain
 		switch {
-		case len(r) > 4 && (r[4] == "worse" || r[4] == "violated"):
+		case r[4] == gate.Worse || r[4] == gate.Violated:
 			st = report.Bad
-		case len(r) > 4 && r[4] == "better":
+		case r[4] == gate.Better:
 			st = report.Good
 		}
 		cells := make([]report.Cell, len(r))

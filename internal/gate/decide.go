@@ -116,7 +116,7 @@ func Decide(before, after *Summary, slo SLO) Verdict {
 // compare says whether after is worse, better or the same as before: worse
 // only when the two intervals do not overlap on the bad side.
 func compare(name string, before, after Metric) string {
-	if HigherIsBetter(name) {
+	if metrics[name].higher {
 		before, after = negate(before), negate(after)
 	}
 	switch {

@@ -17,13 +17,12 @@ const (
 )
 
 // metricDef is one metric the gate knows: the probes that report it, its
-// unit and which direction is better.
+// unit and which direction is better. docs/gate.md describes each.
 type metricDef struct {
 	class  unitClass
 	unit   string // the unit values are held and shown in
 	higher bool   // higher is better (goodput, rpm); else lower
 	kinds  []string
-	desc   string
 }
 
 var allKinds = []string{"udp", "tcp", "crr", "load"}
@@ -32,28 +31,25 @@ var allKinds = []string{"udp", "tcp", "crr", "load"}
 var metrics = map[string]metricDef{}
 
 func init() {
-	rtt := func(name, desc string) {
-		metrics[name] = metricDef{class: classTime, unit: "ms", kinds: allKinds, desc: desc}
-	}
 	for _, p := range []string{"p50", "p90", "p99", "p999", "max", "mean"} {
-		rtt(p, "round-trip time "+p)
-		metrics["idle_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"load"}, desc: "idle-phase round-trip time " + p}
+		metrics[p] = metricDef{class: classTime, unit: "ms", kinds: allKinds}
+		metrics["idle_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"load"}}
 	}
 	for _, p := range []string{"p50", "p99"} {
-		metrics["first_byte_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"crr"}, desc: "time to the response's first byte " + p}
-		metrics["connect_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"crr"}, desc: "connect time " + p}
+		metrics["first_byte_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"crr"}}
+		metrics["connect_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"crr"}}
 	}
-	metrics["jitter"] = metricDef{class: classTime, unit: "ms", kinds: []string{"udp"}, desc: "RFC 3550 interarrival jitter"}
+	metrics["jitter"] = metricDef{class: classTime, unit: "ms", kinds: []string{"udp"}}
 	for _, l := range []string{"loss", "loss_up", "loss_down"} {
-		metrics[l] = metricDef{class: classPct, unit: "%", kinds: []string{"udp", "load"}, desc: "probes lost"}
+		metrics[l] = metricDef{class: classPct, unit: "%", kinds: []string{"udp", "load"}}
 	}
-	metrics["idle_loss"] = metricDef{class: classPct, unit: "%", kinds: []string{"load"}, desc: "probes lost in the idle phase"}
-	metrics["increase_ms"] = metricDef{class: classTime, unit: "ms", kinds: []string{"load"}, desc: "loaded p50 − idle p50"}
-	metrics["rpm"] = metricDef{class: classCount, unit: "rpm", higher: true, kinds: []string{"load"}, desc: "round trips per minute under load"}
-	metrics["goodput_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}, desc: "goodput of the load flows, both directions"}
-	metrics["goodput_up_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}, desc: "upload goodput"}
-	metrics["goodput_down_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}, desc: "download goodput"}
-	metrics["transactions_per_sec"] = metricDef{class: classCount, unit: "/s", higher: true, kinds: []string{"crr"}, desc: "completed transactions per second"}
+	metrics["idle_loss"] = metricDef{class: classPct, unit: "%", kinds: []string{"load"}}
+	metrics["increase_ms"] = metricDef{class: classTime, unit: "ms", kinds: []string{"load"}}
+	metrics["rpm"] = metricDef{class: classCount, unit: "rpm", higher: true, kinds: []string{"load"}}
+	metrics["goodput_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}}
+	metrics["goodput_up_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}}
+	metrics["goodput_down_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}}
+	metrics["transactions_per_sec"] = metricDef{class: classCount, unit: "/s", higher: true, kinds: []string{"crr"}}
 }
 
 // Metrics lists the metrics a probe kind reports, sorted.
@@ -67,9 +63,6 @@ func Metrics(kind string) []string {
 	sort.Strings(out)
 	return out
 }
-
-// HigherIsBetter says whether a larger value of metric is an improvement.
-func HigherIsBetter(metric string) bool { return metrics[metric].higher }
 
 // defaultTerms are judged when there is no SLO: "not worse on p50, p99 and
 // loss" (loss where the probe measures it).

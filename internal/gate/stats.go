@@ -120,29 +120,6 @@ func tQuantile(df int) float64 {
 	return z
 }
 
-// sampleMeanCI is the mean of xs and its t 95 % interval.
-func sampleMeanCI(xs []float64) (v, lo, hi float64) {
-	k := len(xs)
-	if k == 0 {
-		return math.NaN(), math.NaN(), math.NaN()
-	}
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	v = sum / float64(k)
-	if k < 2 {
-		return v, v, v
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - v) * (x - v)
-	}
-	se := math.Sqrt(ss/float64(k-1)) / math.Sqrt(float64(k))
-	t := tQuantile(k - 1)
-	return v, max(0, v-t*se), v + t*se
-}
-
 // spreadInterval is the half-width within which one more block of xs would
 // fall, about: Student's t for len(xs)−1 degrees of freedom times the
 // blocks' standard deviation. (Not divided by √k: a path's state can last a

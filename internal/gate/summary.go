@@ -161,8 +161,7 @@ func (s *Summary) batches(prefix string, b *probe.Batches) {
 		return
 	}
 	for name, xs := range map[string][]float64{"p50": b.P50, "p90": b.P90, "p99": b.P99, "p999": b.P999, "mean": b.Mean, "loss": b.Loss} {
-		m, ok := s.Metrics[prefix+name]
-		if !ok || len(xs) < 3 {
+		if _, ok := s.Metrics[prefix+name]; !ok || len(xs) < 3 {
 			continue
 		}
 		half := spreadInterval(xs)
@@ -174,10 +173,15 @@ func (s *Summary) batches(prefix string, b *probe.Batches) {
 		case "mean":
 			half /= math.Sqrt(float64(len(xs)))
 		}
-		half *= scale
-		m.Lo, m.Hi = round(min(m.Lo, max(0, m.Value-half))), round(max(m.Hi, m.Value+half))
-		s.Metrics[prefix+name] = m
+		s.widen(prefix+name, half*scale)
 	}
+}
+
+// widen makes metric name's interval at least value ± half.
+func (s *Summary) widen(name string, half float64) {
+	m := s.Metrics[name]
+	m.Lo, m.Hi = round(min(m.Lo, max(0, m.Value-half))), round(max(m.Hi, m.Value+half))
+	s.Metrics[name] = m
 }
 
 // hostNoise widens every latency interval to at least ± half the run's
@@ -193,12 +197,10 @@ func (s *Summary) hostNoise(lag probe.Percentiles) {
 	if lag.Count == 0 || half <= 0 {
 		return
 	}
-	for name, m := range s.Metrics {
-		if metrics[name].class != classTime || name == "increase_ms" {
-			continue
+	for name := range s.Metrics {
+		if metrics[name].class == classTime && name != "increase_ms" {
+			s.widen(name, half)
 		}
-		m.Lo, m.Hi = round(min(m.Lo, max(0, m.Value-half))), round(max(m.Hi, m.Value+half))
-		s.Metrics[name] = m
 	}
 }
 
@@ -283,9 +285,10 @@ func (s *Summary) goodput(g probe.Goodput, samples probe.GoodputSamples) {
 	add := func(name string, v float64, xs []float64) {
 		lo, hi := v, v
 		if len(xs) >= 2 {
-			// The samples' spread, around the whole run's figure.
-			m, _, mhi := sampleMeanCI(xs)
-			lo, hi = max(0, v-(mhi-m)), v+(mhi-m)
+			// The samples' t interval of their mean, around the whole
+			// run's figure.
+			half := spreadInterval(xs) / math.Sqrt(float64(len(xs)))
+			lo, hi = max(0, v-half), v+half
 		}
 		s.put(name, v, lo, hi, int64(len(xs)))
 	}
