@@ -385,3 +385,25 @@ func unsentBytes(c net.Conn) (int64, bool) {
 	}
 	return int64(n), true
 }
+
+// dscpControl marks a dialed socket's packets with dscp (IP_TOS, and
+// IPV6_TCLASS on an IPv6 socket).
+func dscpControl(dscp int) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if network == "tcp6" || network == "udp6" {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, dscp<<2)
+				return
+			}
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp<<2)
+		})
+		if err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("set dscp %d: %w", dscp, serr)
+		}
+		return nil
+	}
+}

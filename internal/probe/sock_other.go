@@ -59,3 +59,7 @@ func (s *udpSock) close()                               {}
 func RaiseFileLimit(n int) error { return nil }
 
 func unsentBytes(c net.Conn) (int64, bool) { return 0, false }
+
+func dscpControl(dscp int) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error { return nil }
+}
