@@ -29,6 +29,7 @@ func WatchTCP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 		cfg.Size = 64
 	}
 	w := &tcpWatch{cfg: &cfg, sink: sink, m: newMAC(cfg.Key)}
+	defer w.readers.Wait() // no sample after the watch returns
 	defer w.drop(nil, "")
 	req := make([]byte, cfg.Size)
 	next := time.Now()
@@ -61,6 +62,9 @@ type tcpWatch struct {
 	cfg     *WatchConfig
 	sink    Sink
 	m       *mac
+	readers sync.WaitGroup
+
+	stateMu sync.Mutex
 	failing bool
 
 	mu   sync.Mutex
@@ -71,6 +75,8 @@ type tcpWatch struct {
 }
 
 func (w *tcpWatch) state(failing bool, format string, args ...any) {
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
 	if failing != w.failing {
 		w.failing = failing
 		w.cfg.state(failing, format, args...)
@@ -154,7 +160,11 @@ func (w *tcpWatch) dial(ctx context.Context) (net.Conn, error) {
 	w.conn = c
 	gen := w.gen
 	w.mu.Unlock()
-	go w.read(c, gen)
+	w.readers.Add(1)
+	go func() {
+		defer w.readers.Done()
+		w.read(c, gen)
+	}()
 	return c, nil
 }
 
