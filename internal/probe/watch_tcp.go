@@ -32,7 +32,7 @@ func WatchTCP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	defer w.readers.Wait() // no sample after the watch returns
 	defer w.drop(nil, "")
 	req := make([]byte, cfg.Size)
-	next := time.Now()
+	next := firstTick(time.Now(), cfg.Interval)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -47,7 +47,7 @@ func WatchTCP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 			w.tick(ctx, now, req)
 			next = next.Add(cfg.Interval)
 			if now.Sub(next) > cfg.Interval {
-				next = now.Add(cfg.Interval)
+				next = firstTick(now, cfg.Interval)
 			}
 		}
 		wake := next
@@ -229,9 +229,15 @@ func WatchCRR(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	if cfg.DSCP != 0 {
 		d.Control = dscpControl(cfg.DSCP)
 	}
-	ticker := time.NewTicker(cfg.Interval)
-	defer ticker.Stop()
+	next := firstTick(time.Now(), cfg.Interval)
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
 		now := time.Now()
 		if inFlight.Load() >= crrMaxInFlight {
 			sink(Sample{Sent: now, Lost: true, Dir: LossUnknown})
@@ -254,11 +260,11 @@ func WatchCRR(ctx context.Context, cfg WatchConfig, sink Sink) error {
 				}
 			}()
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
+		next = next.Add(cfg.Interval)
+		if now.Sub(next) > cfg.Interval { // the machine stalled: skip, do not burst
+			next = firstTick(now, cfg.Interval)
 		}
+		timer.Reset(time.Until(next))
 	}
 }
 

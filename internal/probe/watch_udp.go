@@ -89,7 +89,7 @@ func WatchUDP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	buf := make([]byte, max(cfg.Size, minPacket(true)))
-	next := time.Now()
+	next := firstTick(time.Now(), cfg.Interval)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -111,7 +111,7 @@ func WatchUDP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 			}
 			next = next.Add(cfg.Interval)
 			if now.Sub(next) > cfg.Interval { // the machine stalled: skip, do not burst
-				next = now.Add(cfg.Interval)
+				next = firstTick(now, cfg.Interval)
 			}
 		}
 		wake := w.housekeep(time.Now())
