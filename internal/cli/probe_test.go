@@ -80,6 +80,12 @@ func TestProbeBadInput(t *testing.T) {
 		{[]string{"crr", addr, "--response", "2000000000"}, 2, "response 2000000000: must be 16..1073741824"},
 		{[]string{"load", addr, "--flows", "1000"}, 2, "flows 1000: must be 1..256"},
 		{[]string{"load", addr, "--duration", "24h", "--idle", "1h"}, 2, "longer than 24h0m0s (use --force"},
+		{[]string{"icmp", "127.0.0.1", "--interval", "1ms"}, 2, "probe icmp: interval 1ms: must be at least 10ms"},
+		{[]string{"icmp", "127.0.0.1", "--socket", "packet"}, 2, `--socket "packet": want auto, dgram or raw`},
+		{[]string{"icmp", "127.0.0.1", "--size", "8"}, 2, "size 8: must be 16..65499"},
+		{[]string{"icmp", "127.0.0.1", "--dscp", "64"}, 2, `dscp "64"`},
+		{[]string{"icmp"}, 2, "missing HOST"},
+		{[]string{"icmp", "no-such-host.invalid", "--duration", "1s", "-o", out}, 1, "icmp no-such-host.invalid: resolve"},
 	}
 	for _, tt := range cases {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -251,5 +257,37 @@ func TestReflectorCommandShutsDown(t *testing.T) {
 		if err := Main(context.Background(), append([]string{"reflector"}, args...), env); exitCode(err) != 2 {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// probe icmp gives the JSON fields of probe udp that ICMP can fill, and
+// says that its loss has no direction.
+func TestProbeICMPJSON(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("raw ICMP needs root where ping_group_range forbids datagram sockets")
+	}
+	env, stdout, _ := testEnv()
+	if err := runProbe(context.Background(), env, []string{"icmp", "127.0.0.1", "--interval", "10ms", "--duration", "200ms", "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	var res map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"type", "rtt_us", "jitter_us", "ipdv_us", "pdv_us", "sent", "received", "loss", "timestamps", "send_lag_us", "histograms", "config", "address", "socket"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("no %q in %s", k, stdout)
+		}
+	}
+	loss, _ := res["loss"].(map[string]any)
+	if res["type"] != "icmp" || res["sent"] != 20.0 || res["received"] != 20.0 || loss["split"] != "none" || res["timestamps"] != "kernel" {
+		t.Errorf("%s", stdout)
+	}
+	env, stdout, _ = testEnv()
+	if err := runProbe(context.Background(), env, []string{"icmp", "127.0.0.1", "--interval", "10ms", "--duration", "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "loss 0 (0.00%)") || !strings.Contains(stdout.String(), "ICMP cannot tell a request lost on the way out from a reply lost on the way back") {
+		t.Errorf("human output:\n%s", stdout)
 	}
 }
