@@ -22,6 +22,9 @@ type Chart struct {
 	Series                 []Series
 	// Marks are labelled vertical lines (phase starts).
 	Marks []Mark
+	// Bands are filled areas between two lines (a p50..p99 range over
+	// time), drawn under the series.
+	Bands []Band
 	// Step draws each series as a staircase (for CDFs).
 	Step bool
 	// Dots draws each point as a dot instead of joining them with a line
@@ -38,6 +41,19 @@ type Series struct {
 	Points  [][2]float64
 	Markers []float64
 	// Color is a CSS colour; Palette(i) when empty.
+	Color string
+	// Breaks makes a NaN point break the line (a gap) instead of being
+	// skipped; Dashed draws the line dashed (a threshold).
+	Breaks, Dashed bool
+}
+
+// Band fills the area between Lower and Upper, which share their x values
+// point by point. A point whose y is NaN in either ends the band there; it
+// resumes at the next point with both (a gap where there was no data).
+type Band struct {
+	Name         string
+	Lower, Upper [][2]float64
+	// Color is a CSS colour; Palette(i) when empty. The fill is translucent.
 	Color string
 }
 
@@ -154,9 +170,9 @@ const svgHTML = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.W}} {{.
 	`{{with .YLabel}}<text transform="translate(14 {{.Y}}) rotate(-90)" class="yl">{{.Text}}</text>{{end}}` +
 	`<clipPath id="{{.Clip}}"><rect x="{{.ClipRect.X}}" y="{{.ClipRect.Y}}" width="{{.ClipRect.W}}" height="{{.ClipRect.H}}"/></clipPath>` +
 	`{{range .Marks}}<line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" class="mark"/><text x="{{.TX}}" y="{{.TY}}" class="ml">{{.Label}}</text>{{end}}` +
-	`<g clip-path="url(#{{.Clip}})">{{range .Series}}` +
+	`<g clip-path="url(#{{.Clip}})">{{range .Bands}}<path d="{{.Path}}" fill="{{.Color}}" fill-opacity="0.22" stroke="none"/>{{end}}{{range .Series}}` +
 	`{{if .Dots}}<g fill="{{.Color}}">{{range .Points}}<circle cx="{{index . 0}}" cy="{{index . 1}}" r="1.6"/>{{end}}</g>` +
-	`{{else if .Path}}<path d="{{.Path}}" fill="none" stroke="{{.Color}}" stroke-width="2"/>{{end}}` +
+	`{{else if .Path}}<path d="{{.Path}}" fill="none" stroke="{{.Color}}" stroke-width="2"{{if .Dashed}} stroke-dasharray="6 4"{{end}}/>{{end}}` +
 	`{{range .Markers}}<path d="{{.}}" class="lost"/>{{end}}{{end}}</g>` +
 	`{{range .Legend}}<rect x="{{.RX}}" y="{{.RY}}" width="14" height="4" fill="{{.Color}}"/><text x="{{.TX}}" y="{{.TY}}" class="lg">{{.Name}}</text>{{end}}` +
 	`</svg>`
@@ -172,6 +188,7 @@ type svgView struct {
 	XLabel, YLabel *svgText
 	Clip           string
 	ClipRect       svgRect
+	Bands          []svgSeries
 	Series         []svgSeries
 	Legend         []svgLegend
 }
@@ -193,6 +210,7 @@ type svgSeries struct {
 	Dots    bool
 	Points  [][2]string
 	Path    string
+	Dashed  bool
 	Markers []string // the d of each cross
 }
 
@@ -219,7 +237,7 @@ func (c Chart) layout() *svgView {
 		h = 300
 	}
 	const ml, mr, mt = 64.0, 30.0, 28.0
-	legendRows := (len(c.Series) + 2) / 3
+	legendRows := (len(c.Bands) + len(c.Series) + 2) / 3
 	mb := 46.0 + 18*float64(legendRows)
 	x0, x1, y0, y1 := ml, float64(w)-mr, float64(h)-mb, mt
 
@@ -235,6 +253,15 @@ func (c Chart) layout() *svgView {
 		}
 		for _, m := range s.Markers {
 			xlo, xhi = math.Min(xlo, m), math.Max(xhi, m)
+		}
+	}
+	for _, b := range c.Bands {
+		for _, p := range append(append([][2]float64(nil), b.Lower...), b.Upper...) {
+			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || math.IsNaN(p[0]) || math.IsNaN(p[1]) {
+				continue
+			}
+			xlo, xhi = math.Min(xlo, p[0]), math.Max(xhi, p[0])
+			ylo, yhi = math.Min(ylo, p[1]), math.Max(yhi, p[1])
 		}
 	}
 	if math.IsInf(xlo, 1) {
@@ -284,15 +311,59 @@ func (c Chart) layout() *svgView {
 		}
 		v.Marks = append(v.Marks, svgRule{X1: f1(x), Y1: f1(y1), X2: f1(x), Y2: f1(y0), TX: f1(x + 4), TY: f1(y1 + 12), Label: m.Label})
 	}
+	// Bands: one closed path per run of points with both edges.
+	for i, b := range c.Bands {
+		bv := svgSeries{Color: b.Color}
+		if bv.Color == "" {
+			bv.Color = Palette(len(c.Series) + i)
+		}
+		ok := func(p [2]float64) bool {
+			return !math.IsNaN(p[0]) && !math.IsNaN(p[1]) && !(c.LogX && p[0] <= 0) && !(c.LogY && p[1] <= 0)
+		}
+		var d strings.Builder
+		n := min(len(b.Lower), len(b.Upper))
+		for j := 0; j < n; {
+			if !ok(b.Lower[j]) || !ok(b.Upper[j]) {
+				j++
+				continue
+			}
+			k := j
+			for k < n && ok(b.Lower[k]) && ok(b.Upper[k]) {
+				k++
+			}
+			for m := j; m < k; m++ { // along the lower edge, back along the upper
+				cmd := "L"
+				if m == j {
+					cmd = "M"
+				}
+				fmt.Fprintf(&d, "%s%s %s", cmd, f1(xs.px(b.Lower[m][0])), f1(ys.px(b.Lower[m][1])))
+			}
+			for m := k - 1; m >= j; m-- {
+				fmt.Fprintf(&d, "L%s %s", f1(xs.px(b.Upper[m][0])), f1(ys.px(b.Upper[m][1])))
+			}
+			d.WriteString("Z")
+			j = k
+		}
+		bv.Path = d.String()
+		v.Bands = append(v.Bands, bv)
+	}
 	// Series.
 	for i, s := range c.Series {
 		sv := svgSeries{Color: s.Color, Dots: c.Dots}
 		if sv.Color == "" {
 			sv.Color = Palette(i)
 		}
+		sv.Dashed = s.Dashed
 		pts := make([][2]float64, 0, len(s.Points))
+		var breaks map[int]bool // indexes in pts that start a new line
 		for _, p := range s.Points {
 			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || math.IsNaN(p[0]) || math.IsNaN(p[1]) {
+				if s.Breaks {
+					if breaks == nil {
+						breaks = map[int]bool{}
+					}
+					breaks[len(pts)] = true
+				}
 				continue
 			}
 			pts = append(pts, p)
@@ -306,7 +377,7 @@ func (c Chart) layout() *svgView {
 			for j, p := range pts {
 				x, y := xs.px(p[0]), ys.px(p[1])
 				switch {
-				case j == 0:
+				case j == 0 || breaks[j]:
 					fmt.Fprintf(&d, "M%s %s", f1(x), f1(y))
 				case c.Step:
 					fmt.Fprintf(&d, "H%sV%s", f1(x), f1(y))
@@ -321,15 +392,21 @@ func (c Chart) layout() *svgView {
 		}
 		v.Series = append(v.Series, sv)
 	}
-	// Legend below the plot, three entries a row.
-	for i, s := range c.Series {
+	// Legend below the plot, three entries a row: bands, then series.
+	entry := func(i int, name, color string) {
 		lx := x0 + float64(i%3)*(x1-x0)/3
 		ly := y0 + 46 + 18*float64(i/3)
+		v.Legend = append(v.Legend, svgLegend{RX: f1(lx), RY: f1(ly - 7), Color: color, TX: f1(lx + 20), TY: f1(ly - 2), Name: name})
+	}
+	for i, b := range c.Bands {
+		entry(i, b.Name, v.Bands[i].Color)
+	}
+	for i, s := range c.Series {
 		name := s.Name
 		if len(s.Markers) > 0 {
 			name += fmt.Sprintf(" (%d lost: ×)", len(s.Markers))
 		}
-		v.Legend = append(v.Legend, svgLegend{RX: f1(lx), RY: f1(ly - 7), Color: v.Series[i].Color, TX: f1(lx + 20), TY: f1(ly - 2), Name: name})
+		entry(len(c.Bands)+i, name, v.Series[i].Color)
 	}
 	return v
 }
