@@ -19,9 +19,10 @@ BIN := bin/lowlat
 # python3 for the socket-audit helper programs, nginx and haproxy (run only in
 # test namespaces with temporary configs) for the proxy checks, chromium to
 # render the lab's HTML report headless, systemd for systemd-analyze to check
-# the boot units offline.
+# the boot units offline, prometheus (the server and promtool) to scrape the
+# monitor, lint its metrics and run its rules' unit tests.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
-	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd
+	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).
@@ -95,6 +96,7 @@ bench: build
 	bash bench/probe/run.sh
 	bash bench/nic/run.sh
 	bash bench/sockets/run.sh
+	bash bench/monitor/run.sh
 
 # The lab's scenarios on this host and in the VM, with figures (~12 min, root).
 bench-lab: build

@@ -133,6 +133,7 @@ func newRootCmd(env *Env) *cobra.Command {
 	inGroup(groupMeasure, root,
 		newProbeCmd(env),
 		newReflectorCmd(env),
+		newMonitorCmd(env),
 		newLabCmd(env),
 		newSocketsCmd(env),
 	)

@@ -1,0 +1,523 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
+)
+
+// monitorWorld is a client namespace (the monitor, Prometheus, the probe)
+// and a server namespace (the reflector) joined by a veth, the client's
+// side optionally shaped.
+type monitorWorld struct {
+	t              *testing.T
+	client, server *testnet.NS
+	dir            string
+	bin            string
+}
+
+const (
+	monClient = "10.79.0.1"
+	monServer = "10.79.0.2"
+)
+
+func newMonitorWorld(t *testing.T) *monitorWorld {
+	t.Helper()
+	bin, err := lowlatBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := testnet.New(t), testnet.New(t)
+	client.Veth(t, "mc0", "ms0", server, 1)
+	for _, c := range []*exec.Cmd{
+		client.Command("ip", "addr", "add", monClient+"/24", "dev", "mc0"),
+		server.Command("ip", "addr", "add", monServer+"/24", "dev", "ms0"),
+	} {
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", c.Args, err, out)
+		}
+	}
+	return &monitorWorld{t: t, client: client, server: server, dir: t.TempDir(), bin: bin}
+}
+
+// daemon starts a long-running program in ns; it is killed at cleanup.
+func (w *monitorWorld) daemon(ns *testnet.NS, log string, name string, args ...string) *exec.Cmd {
+	w.t.Helper()
+	cmd := ns.Command(name, args...)
+	f, err := os.Create(filepath.Join(w.dir, log))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		w.t.Fatalf("start %s: %v", name, err)
+	}
+	w.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		f.Close()
+	})
+	return cmd
+}
+
+func (w *monitorWorld) logOf(name string) string {
+	b, _ := os.ReadFile(filepath.Join(w.dir, name))
+	return string(b)
+}
+
+// reflector starts 'lowlat reflector' in the server namespace.
+func (w *monitorWorld) reflector() *exec.Cmd {
+	return w.daemon(w.server, "reflector.log", w.bin, "reflector", "--listen", monServer+":7431", "--quiet")
+}
+
+// monitor writes a config and starts 'lowlat monitor' in the client
+// namespace; it returns the metrics address.
+func (w *monitorWorld) monitor(targets string) (*exec.Cmd, string) {
+	w.t.Helper()
+	port := freePort(w.t, w.client)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cfg := filepath.Join(w.dir, "monitor.toml")
+	text := fmt.Sprintf("listen = %q\ndoctor_interval = \"0s\"\njournal = %q\n%s", addr, filepath.Join(w.dir, "journal"), targets)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	cmd := w.daemon(w.client, "monitor.log", w.bin, "monitor", "--config", cfg)
+	w.waitHTTP(addr, "/metrics")
+	return cmd, addr
+}
+
+// freePort finds a free TCP port on the namespace's loopback.
+func freePort(t *testing.T, ns *testnet.NS) int {
+	t.Helper()
+	var port int
+	if err := ns.Do(func() error {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		return l.Close()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// get fetches http://addr+path inside the client namespace: the socket is
+// made on a thread in the namespace, and the request is plain HTTP/1.0.
+func (w *monitorWorld) get(addr, path string) (int, string, error) {
+	var code int
+	var body string
+	err := w.client.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		code, body = resp.StatusCode, string(b)
+		return err
+	})
+	return code, body, err
+}
+
+func (w *monitorWorld) waitHTTP(addr, path string) {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, _, err := w.get(addr, path)
+		if err == nil && code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%s%s not up after 15 s: %d %v\nmonitor log:\n%s", addr, path, code, err, w.logOf("monitor.log"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// prometheus starts Debian's Prometheus in the client namespace scraping
+// the monitor every second, with lowlat's rules loaded when rules is set;
+// it returns its address.
+func (w *monitorWorld) prometheus(name, metrics string, native, rules bool) string {
+	w.t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		w.t.Fatal("prometheus not found (apt-get install prometheus; make deps installs it)")
+	}
+	text := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+	if rules {
+		file, err := filepath.Abs("../../deploy/prometheus/lowlat.rules.yml")
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		text += fmt.Sprintf("rule_files: [%q]\n", file)
+	}
+	text += fmt.Sprintf("scrape_configs:\n  - job_name: lowlat\n    static_configs:\n      - targets: [%q]\n", metrics)
+	cfg := filepath.Join(w.dir, name+".yml")
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(w.t, w.client))
+	args := []string{"--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(w.dir, name+"-data"), "--web.listen-address=" + addr, "--log.level=warn"}
+	if native {
+		args = append(args, "--enable-feature=native-histograms")
+	}
+	w.daemon(w.client, name+".log", bin, args...)
+	w.waitHTTP(addr, "/-/ready")
+	return addr
+}
+
+// query runs an instant query through Prometheus's HTTP API and returns
+// its single value (NaN when the result is empty).
+func (w *monitorWorld) query(prom, expr string, at time.Time) float64 {
+	w.t.Helper()
+	q := "/api/v1/query?query=" + urlEscape(expr) + "&time=" + strconv.FormatFloat(float64(at.UnixMilli())/1e3, 'f', 3, 64)
+	code, body, err := w.get(prom, q)
+	if err != nil || code != 200 {
+		w.t.Fatalf("query %s: %d %v\n%s", expr, code, err, body)
+	}
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.Status != "success" {
+		w.t.Fatalf("query %s: %v\n%s", expr, err, body)
+	}
+	if len(r.Data.Result) == 0 {
+		return math.NaN()
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		w.t.Fatalf("query %s: value %q", expr, s)
+	}
+	return v
+}
+
+func urlEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("-_.~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// blast sends UDP datagrams of size bytes from the client namespace to the
+// server's discard port at rate bit/s until ctx ends (at most limit): a
+// load above a tbf's rate keeps its queue full.
+func (w *monitorWorld) blast(ctx context.Context, rate float64, size int, limit time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- w.client.Do(func() error {
+			c, err := net.Dial("udp", monServer+":9")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			buf := make([]byte, size)
+			start := time.Now()
+			sent := 0
+			for time.Since(start) < limit && ctx.Err() == nil {
+				due := int(time.Since(start).Seconds() * rate / 8 / float64(size))
+				for ; sent < due; sent++ {
+					_, _ = c.Write(buf) // ECONNREFUSED from the discard port's ICMP: expected
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			return nil
+		})
+	}()
+	return done
+}
+
+// TestIntegrationMonitorPrometheus: Debian's Prometheus scrapes a monitor
+// that probes a reflector across a path with a known added delay, while
+// 'lowlat probe udp' measures the same path at the same time. On this host
+// the delay is a standing queue: a 4 Mbit/s tbf kept full by a 5 Mbit/s
+// load (~30 ms); in the stock-kernel VM it is netem's 20 ms. Prometheus's
+// histogram_quantile(0.5) over the native histogram agrees with the probe's
+// median within 20 %; the classic doubling buckets can only place it in its
+// bucket. On the host, lowlat's rules load in the real server and the
+// recording rules evaluate (the VM has no repository to read them from).
+func TestIntegrationMonitorPrometheus(t *testing.T) {
+	vm := os.Getenv("LOWLAT_IN_VM") != ""
+	if !vm {
+		testnet.Heavy(t, "Prometheus scraping a monitor across a shaped path (~40 s)")
+	}
+	w := newMonitorWorld(t)
+	shape := []string{"qdisc", "add", "dev", "mc0", "root", "tbf", "rate", "4mbit", "burst", "4096", "latency", "30ms"}
+	lowP50, highP50 := 0.015, 0.060
+	if vm {
+		shape = []string{"qdisc", "add", "dev", "mc0", "root", "netem", "delay", "20ms"}
+		lowP50, highP50 = 0.019, 0.030
+	}
+	if out, err := w.client.Command("tc", shape...).CombinedOutput(); err != nil {
+		t.Fatalf("tc: %v\n%s", err, out)
+	}
+	w.reflector()
+	_, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"shaped\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\ntimeout = \"1s\"\nslo_p99 = \"10ms\"\n", monServer+":7431"))
+	native := w.prometheus("prom-native", metrics, true, !vm)
+	classic := w.prometheus("prom-classic", metrics, false, !vm)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	loadDone := make(<-chan error)
+	if !vm {
+		loadDone = w.blast(ctx, 5e6, 1000, 40*time.Second)
+	}
+	time.Sleep(3 * time.Second) // the queue fills; Prometheus takes its first scrapes
+	from := time.Now()
+	out, err := w.client.Command(w.bin, "probe", "udp", monServer+":7431", "--interval", "20ms", "--duration", "15s", "--json").Output()
+	to := time.Now()
+	if err != nil {
+		t.Fatalf("probe udp: %v\n%s", err, out)
+	}
+	time.Sleep(2500 * time.Millisecond) // the last scrapes of the window
+	cancel()
+	if !vm {
+		if err := <-loadDone; err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	}
+	var res struct {
+		RTT struct {
+			P50 float64 `json:"p50"`
+		} `json:"rtt_us"`
+		Sent     int `json:"sent"`
+		Received int `json:"received"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	probeP50 := res.RTT.P50 / 1e6
+	window := fmt.Sprintf("%ds", int(to.Sub(from).Seconds()))
+	nat := w.query(native, fmt.Sprintf(`histogram_quantile(0.5, sum(increase(lowlat_probe_rtt_seconds{target="shaped"}[%s])))`, window), to)
+	cls := w.query(classic, fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (increase(lowlat_probe_rtt_seconds_bucket{target="shaped"}[%s])))`, window), to)
+	t.Logf("median RTT over the same %s: probe udp %.2f ms (%d/%d replies); Prometheus native histogram %.2f ms (%+.1f %%), classic buckets %.2f ms (%+.1f %%)",
+		window, probeP50*1e3, res.Received, res.Sent, nat*1e3, 100*(nat/probeP50-1), cls*1e3, 100*(cls/probeP50-1))
+	if probeP50 < lowP50 || probeP50 > highP50 {
+		t.Fatalf("probe udp median %.2f ms: the added delay should give %.0f..%.0f ms", probeP50*1e3, lowP50*1e3, highP50*1e3)
+	}
+	if math.IsNaN(nat) || math.Abs(nat/probeP50-1) > 0.20 {
+		t.Errorf("Prometheus (native histogram) median %.2f ms vs probe udp %.2f ms: more than 20 %% apart", nat*1e3, probeP50*1e3)
+	}
+	// Classic buckets double: the estimate must lie in the probe median's bucket.
+	lo := 50e-6 * math.Exp2(math.Floor(math.Log2(probeP50/50e-6)))
+	if math.IsNaN(cls) || cls < lo || cls > 2*lo {
+		t.Errorf("Prometheus (classic buckets) median %.2f ms outside the probe median's bucket %.1f..%.1f ms", cls*1e3, lo*1e3, 2*lo*1e3)
+	}
+	if vm {
+		return
+	}
+	// The rules loaded in the real server and the recording rules evaluate.
+	for _, rule := range []string{"target:lowlat_probe_rtt_seconds:p50_5m", "target:lowlat_probe_rtt_seconds:p99_5m", "target:lowlat_probe_loss:ratio_5m"} {
+		if v := w.query(classic, rule+`{target="shaped"}`, to); math.IsNaN(v) || v < 0 {
+			t.Errorf("%s: %v (rules did not evaluate)", rule, v)
+		}
+	}
+	if p99 := w.query(classic, `target:lowlat_probe_rtt_seconds:p99_5m{target="shaped"}`, to); p99 < 0.010 {
+		t.Errorf("p99 %.1f ms across a 30 ms queue", p99*1e3)
+	}
+}
+
+// TestIntegrationMonitorTargetDies: the reflector is killed under a running
+// monitor. Probes keep leaving on schedule and every one of them counts as
+// lost; the monitor keeps serving, and when a reflector returns on the same
+// address the replies come back. Its threads, descriptors and memory do
+// not grow across the outage.
+func TestIntegrationMonitorTargetDies(t *testing.T) {
+	w := newMonitorWorld(t)
+	refl := w.reflector()
+	mon, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"dies\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\ntimeout = \"500ms\"\n[[target]]\nname = \"dies-tcp\"\nkind = \"tcp\"\naddress = %[1]q\ninterval = \"20ms\"\ntimeout = \"500ms\"\n", monServer+":7431"))
+	type counts struct{ sent, lost, replies float64 }
+	read := func(target string) counts {
+		t.Helper()
+		code, body, err := w.get(metrics, "/metrics")
+		if err != nil || code != 200 {
+			t.Fatalf("scrape: %d %v\nmonitor log:\n%s", code, err, w.logOf("monitor.log"))
+		}
+		var c counts
+		for _, l := range strings.Split(body, "\n") {
+			f := strings.Fields(l)
+			if len(f) != 2 || !strings.Contains(f[0], `target="`+target+`"`) {
+				continue
+			}
+			v, _ := strconv.ParseFloat(f[1], 64)
+			switch {
+			case strings.HasPrefix(f[0], "lowlat_probe_sent_total{"):
+				c.sent += v
+			case strings.HasPrefix(f[0], "lowlat_probe_lost_total{"):
+				c.lost += v
+			case strings.HasPrefix(f[0], "lowlat_probe_rtt_seconds_count{"):
+				c.replies += v
+			}
+		}
+		return c
+	}
+	usage := func() (threads, fds, rssKB int) {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", mon.Process.Pid))
+		for _, l := range strings.Split(string(st), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 2 && f[0] == "Threads:" {
+				threads, _ = strconv.Atoi(f[1])
+			}
+			if len(f) >= 2 && f[0] == "VmRSS:" {
+				rssKB, _ = strconv.Atoi(f[1])
+			}
+		}
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", mon.Process.Pid))
+		return threads, len(ents), rssKB
+	}
+
+	time.Sleep(2 * time.Second)
+	alive := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	th0, fd0, rss0 := usage()
+	_ = refl.Process.Kill()
+	time.Sleep(4 * time.Second)
+	dead := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	w.reflector()
+	time.Sleep(4 * time.Second)
+	back := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	th1, fd1, rss1 := usage()
+	t.Logf("monitor before the outage: %d threads, %d fds, %d KiB RSS; after it: %d, %d, %d", th0, fd0, rss0, th1, fd1, rss1)
+
+	for _, name := range []string{"dies", "dies-tcp"} {
+		a, d, b := alive[name], dead[name], back[name]
+		t.Logf("%s: alive %+v, dead %+v, back %+v", name, a, d, b)
+		if a.replies < 50 || a.lost > 1 {
+			t.Errorf("%s alive: %+v", name, a)
+		}
+		// 4 s dead at 50/s: ~200 probes sent, all lost but those in flight.
+		if sent, lost := d.sent-a.sent, d.lost-a.lost; sent < 150 || lost < sent-40 || d.replies-a.replies > 5 {
+			t.Errorf("%s while dead: %g sent, %g lost, %g replies; want ~200 sent, all lost", name, sent, lost, d.replies-a.replies)
+		}
+		if r := b.replies - d.replies; r < 100 {
+			t.Errorf("%s after the reflector returned: %g replies in 4 s", name, r)
+		}
+	}
+	if err := mon.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("monitor died: %v\n%s", err, w.logOf("monitor.log"))
+	}
+	if th1 > th0+4 || fd1 > fd0+4 || rss1 > rss0+8192 {
+		t.Errorf("monitor grew across the outage: threads %d -> %d, fds %d -> %d, RSS %d -> %d KiB", th0, th1, fd0, fd1, rss0, rss1)
+	}
+	if log := w.logOf("monitor.log"); !strings.Contains(log, "target dies: udp "+monServer+":7431: no replies since") || !strings.Contains(log, "replies again") {
+		t.Errorf("monitor log does not say the target failed and recovered:\n%s", log)
+	}
+}
+
+// TestIntegrationMonitorConfig: a bad config is one line naming its
+// position and exit 2 at start; on SIGHUP the old config keeps running
+// and the page and metrics say the reload failed; a good SIGHUP swaps
+// targets.
+func TestIntegrationMonitorConfig(t *testing.T) {
+	w := newMonitorWorld(t)
+	bad := filepath.Join(w.dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("listen = \"127.0.0.1:1\"\n[[target]]\nname = \"x\"\nkind = \"udp\"\naddress = \"10.79.0.2:7431\"\ninterval = \"1ms\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(w.bin, "monitor", "--config", bad)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("bad config: %v, want exit 2\n%s", err, stderr.String())
+	}
+	want := "lowlat: monitor: " + bad + ":6:12: target \"x\": interval 1ms: must be at least 10ms\n"
+	if stderr.String() != want {
+		t.Errorf("stderr %q\nwant   %q", stderr.String(), want)
+	}
+	if os.Getenv("LOWLAT_IN_VM") == "" { // the VM has the tests, not the repository
+		if out, err := exec.Command(w.bin, "monitor", "--check", "--config", "../../deploy/monitor/monitor.toml").CombinedOutput(); err != nil || !strings.Contains(string(out), "ok, 2 target(s)") {
+			t.Errorf("--check on the shipped example: %v\n%s", err, out)
+		}
+	}
+
+	w.reflector()
+	mon, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"first\"\nkind = \"udp\"\naddress = %q\ninterval = \"50ms\"\n", monServer+":7431"))
+	cfg := filepath.Join(w.dir, "monitor.toml")
+	good, _ := os.ReadFile(cfg)
+	// A broken edit: SIGHUP keeps "first" running.
+	if err := os.WriteFile(cfg, append(append([]byte{}, good...), "[[target]]\nname = \"second\"\nkind = \"icmp\"\nadress = \"10.79.0.2\"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = mon.Process.Signal(syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	_, body, _ := w.get(metrics, "/metrics")
+	if !strings.Contains(body, "lowlat_config_last_reload_successful 0") || !strings.Contains(body, `lowlat_probe_sent_total{kind="udp",target="first"}`) || strings.Contains(body, `target="second"`) {
+		t.Errorf("after a bad reload: want the old target and reload_successful 0:\n%s", grepLines(body, "lowlat_config|target="))
+	}
+	wantLog := cfg + ":12:1: unknown key \"adress\" in [[target]]"
+	if log := w.logOf("monitor.log"); !strings.Contains(log, "config rejected, still running the previous one: "+wantLog) {
+		t.Errorf("monitor log does not name the bad key's position (%s):\n%s", wantLog, log)
+	}
+	_, page, _ := w.get(metrics, "/")
+	if !strings.Contains(page, "adress") {
+		t.Errorf("status page does not show the rejected config")
+	}
+	// A good edit: "first" goes, "second" comes.
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(good), `name = "first"`, `name = "second"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = mon.Process.Signal(syscall.SIGHUP)
+	time.Sleep(time.Second)
+	_, body, _ = w.get(metrics, "/metrics")
+	if !strings.Contains(body, "lowlat_config_last_reload_successful 1") || strings.Contains(body, `target="first"`) || !strings.Contains(body, `lowlat_probe_sent_total{kind="udp",target="second"}`) {
+		t.Errorf("after a good reload:\n%s", grepLines(body, "lowlat_config|target="))
+	}
+}
+
+func grepLines(s, alts string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, a := range strings.Split(alts, "|") {
+			if strings.Contains(l, a) && !strings.HasPrefix(l, "#") {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
