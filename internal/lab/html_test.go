@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/report"
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -88,25 +89,11 @@ func TestPageHasEveryVariant(t *testing.T) {
 	}
 }
 
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("LOWLAT_VM_REQUIRED") != "" {
-		t.Fatal("chromium not found (apt-get install chromium); LOWLAT_VM_REQUIRED makes the browser check mandatory")
-	}
-	t.Skip("chromium not found (apt-get install chromium)")
-	return ""
-}
-
 // The HTML report renders in a real browser: headless Chromium takes a
 // screenshot, which must show the charts (each variant's colour) and not be
 // blank. LOWLAT_SCREENSHOT_DIR keeps the PNG for a person to look at.
 func TestHTMLRendersInChromium(t *testing.T) {
-	chrome := findChromium(t)
+	chrome := testnet.Chromium(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "lab.html")
 	f, err := os.Create(page)
@@ -121,9 +108,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	shot := filepath.Join(dir, "lab.png")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--user-data-dir=" + filepath.Join(dir, "profile"),
-		"--hide-scrollbars", "--window-size=1280,2600"}
+	args := testnet.ChromiumArgs(dir, 1280, 2600)
 	cmd := exec.CommandContext(ctx, chrome, append(args, "--screenshot="+shot, "file://"+page)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)

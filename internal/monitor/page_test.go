@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 // snapshotFixture is a monitor's hour: a healthy udp target with an SLO
@@ -139,26 +141,12 @@ func TestPageContent(t *testing.T) {
 	}
 }
 
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("LOWLAT_VM_REQUIRED") != "" {
-		t.Fatal("chromium not found (apt-get install chromium); LOWLAT_VM_REQUIRED makes the browser check mandatory")
-	}
-	t.Skip("chromium not found (apt-get install chromium)")
-	return ""
-}
-
 // The page renders in a real browser under its own CSP: headless Chromium's
 // DOM has every chart, and its screenshot shows the band, the lines and
 // the loss (not a blank page). LOWLAT_MONITOR_SCREENSHOT=FILE keeps the PNG
 // for a person to look at.
 func TestPageRendersInChromium(t *testing.T) {
-	chrome := findChromium(t)
+	chrome := testnet.Chromium(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "status.html")
 	if err := os.WriteFile(page, []byte(render(t, snapshotFixture())), 0o644); err != nil {
@@ -167,9 +155,7 @@ func TestPageRendersInChromium(t *testing.T) {
 	shot := filepath.Join(dir, "status.png")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--user-data-dir=" + filepath.Join(dir, "profile"),
-		"--hide-scrollbars", "--window-size=1280,3000"}
+	args := testnet.ChromiumArgs(dir, 1280, 3000)
 	if out, err := exec.CommandContext(ctx, chrome, append(args, "--screenshot="+shot, "file://"+page)...).CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)
 	}

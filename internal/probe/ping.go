@@ -402,30 +402,14 @@ func WatchICMP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer w.closeSock()
-	next := firstTick(time.Now(), cfg.Interval)
-	timer := time.NewTimer(time.Until(next))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
-		now := time.Now()
+	runSchedule(ctx, cfg.Interval, func(now time.Time) { w.tick(now, &wg) }, func(now time.Time) time.Time {
 		w.expire(now)
-		if !now.Before(next) {
-			w.tick(now, &wg)
-			next = next.Add(cfg.Interval)
-			if now.Sub(next) > cfg.Interval {
-				next = firstTick(now, cfg.Interval)
-			}
-		}
-		wake := next
 		if t := w.oldest(); !t.IsZero() {
-			wake = minTime(wake, t.Add(cfg.Timeout))
+			return t.Add(cfg.Timeout)
 		}
-		timer.Reset(time.Until(wake))
-	}
+		return time.Time{}
+	})
+	return nil
 }
 
 func ringSize(n int) int {

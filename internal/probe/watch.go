@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -121,4 +122,46 @@ func (c *WatchConfig) state(failing bool, format string, args ...any) {
 // most of a probe's cost, and more so in a VM).
 func firstTick(now time.Time, interval time.Duration) time.Time {
 	return now.Truncate(interval).Add(interval)
+}
+
+// runSchedule is a watch's loop until ctx ends: tick at each tick time,
+// and housekeep (time probes out, resend, settle) at every wake-up, before
+// the tick and after it. housekeep returns when it next has work (zero:
+// nothing pending) and may be nil.
+func runSchedule(ctx context.Context, interval time.Duration, tick func(now time.Time), housekeep func(now time.Time) time.Time) {
+	next := firstTick(time.Now(), interval)
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	keep := func(now time.Time) time.Time {
+		if housekeep == nil {
+			return time.Time{}
+		}
+		return housekeep(now)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		wake := keep(now)
+		if !now.Before(next) {
+			tick(now)
+			next = next.Add(interval)
+			if now.Sub(next) > interval { // the machine stalled: skip, do not burst
+				next = firstTick(now, interval)
+			}
+			wake = keep(time.Now())
+		}
+		timer.Reset(time.Until(minTime(next, wake)))
+	}
+}
+
+// minTime is the earlier of a and b, where a zero b is "never".
+func minTime(a, b time.Time) time.Time {
+	if b.IsZero() || a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -32,30 +32,14 @@ func WatchTCP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	defer w.readers.Wait() // no sample after the watch returns
 	defer w.drop(nil, "")
 	req := make([]byte, cfg.Size)
-	next := firstTick(time.Now(), cfg.Interval)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
-		now := time.Now()
+	runSchedule(ctx, cfg.Interval, func(now time.Time) { w.tick(ctx, now, req) }, func(now time.Time) time.Time {
 		w.expire(now)
-		if !now.Before(next) {
-			w.tick(ctx, now, req)
-			next = next.Add(cfg.Interval)
-			if now.Sub(next) > cfg.Interval {
-				next = firstTick(now, cfg.Interval)
-			}
-		}
-		wake := next
 		if t := w.oldest(); !t.IsZero() {
-			wake = minTime(wake, t.Add(cfg.Timeout))
+			return t.Add(cfg.Timeout)
 		}
-		timer.Reset(time.Until(wake))
-	}
+		return time.Time{}
+	})
+	return nil
 }
 
 type tcpWatch struct {
@@ -229,43 +213,30 @@ func WatchCRR(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	if cfg.DSCP != 0 {
 		d.Control = dscpControl(cfg.DSCP)
 	}
-	next := firstTick(time.Now(), cfg.Interval)
-	timer := time.NewTimer(time.Until(next))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
-		now := time.Now()
+	runSchedule(ctx, cfg.Interval, func(now time.Time) {
 		if inFlight.Load() >= crrMaxInFlight {
 			sink(Sample{Sent: now, Lost: true, Dir: LossUnknown})
 			state(true, "crr %s: %d transactions in flight", cfg.Target, crrMaxInFlight)
-		} else {
-			inFlight.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer inFlight.Add(-1)
-				s, err := crrWatchOnce(ctx, d, &cfg, now)
-				if ctx.Err() != nil {
-					return
-				}
-				sink(s)
-				if err != nil {
-					state(true, "%v", err)
-				} else {
-					state(false, "crr %s: transactions complete again", cfg.Target)
-				}
-			}()
+			return
 		}
-		next = next.Add(cfg.Interval)
-		if now.Sub(next) > cfg.Interval { // the machine stalled: skip, do not burst
-			next = firstTick(now, cfg.Interval)
-		}
-		timer.Reset(time.Until(next))
-	}
+		inFlight.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer inFlight.Add(-1)
+			s, err := crrWatchOnce(ctx, d, &cfg, now)
+			if ctx.Err() != nil {
+				return
+			}
+			sink(s)
+			if err != nil {
+				state(true, "%v", err)
+			} else {
+				state(false, "crr %s: transactions complete again", cfg.Target)
+			}
+		}()
+	}, nil)
+	return nil
 }
 
 // crrWatchOnce runs one transaction.

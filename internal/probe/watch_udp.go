@@ -89,41 +89,17 @@ func WatchUDP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	buf := make([]byte, max(cfg.Size, minPacket(true)))
-	next := firstTick(time.Now(), cfg.Interval)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
-		now := time.Now()
-		if !now.Before(next) {
-			if w.conn == nil {
-				if err := w.dial(ctx, &wg); err != nil {
-					w.state(true, "%v", err)
-					w.sink(Sample{Sent: now, Lost: true, Dir: LossUnknown})
-				}
-			}
-			if w.conn != nil {
-				w.tick(now, buf)
-			}
-			next = next.Add(cfg.Interval)
-			if now.Sub(next) > cfg.Interval { // the machine stalled: skip, do not burst
-				next = firstTick(now, cfg.Interval)
+	runSchedule(ctx, cfg.Interval, func(now time.Time) {
+		if w.conn == nil {
+			if err := w.dial(ctx, &wg); err != nil {
+				w.state(true, "%v", err)
+				w.sink(Sample{Sent: now, Lost: true, Dir: LossUnknown})
+				return
 			}
 		}
-		wake := w.housekeep(time.Now())
-		timer.Reset(time.Until(minTime(next, wake)))
-	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.IsZero() || a.Before(b) {
-		return a
-	}
-	return b
+		w.tick(now, buf)
+	}, w.housekeep)
+	return nil
 }
 
 // dial resolves the target and starts the receiver.
