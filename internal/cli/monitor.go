@@ -71,7 +71,7 @@ func runMonitor(ctx context.Context, env *Env, o *monitorOptions, args []string)
 	m := monitor.New(cfg, monitor.Options{
 		Doctor: liveDoctor,
 		Status: func(ctx context.Context, path string) (*txn.StatusReport, error) {
-			return engine(env, path).Status(ctx, txn.StatusOptions{})
+			return engine(env, path).Status(ctx, txn.StatusOptions{Peek: true})
 		},
 		Logf:     logf,
 		Version:  version.String(),

@@ -73,6 +73,11 @@ type StatusOptions struct {
 	// longer come, record what a reboot put back. Without it, those are
 	// reported with the command to run.
 	Recover bool
+	// Peek reads the journal without taking its lock, even a shared one:
+	// for a reader that runs on its own schedule (lowlat monitor), whose
+	// lock would make an apply starting at that moment fail as "Locked".
+	// It cannot be combined with Recover.
+	Peek bool
 }
 
 // Status settles the journal when allowed, and compares every knob in force
@@ -85,7 +90,13 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 	if opts.Recover {
 		mode = journal.ReadWrite
 	}
-	j, err := journal.Open(e.JournalPath, mode)
+	var j *journal.Journal
+	var err error
+	if opts.Peek && !opts.Recover {
+		j, err = journal.Peek(e.JournalPath)
+	} else {
+		j, err = journal.Open(e.JournalPath, mode)
+	}
 	if errors.Is(err, os.ErrPermission) && mode == journal.ReadWrite {
 		mode = journal.ReadOnly
 		j, err = journal.Open(e.JournalPath, mode)

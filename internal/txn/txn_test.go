@@ -573,3 +573,29 @@ func TestWatchdogStopsHungApply(t *testing.T) {
 		t.Errorf("the hung apply was not stopped promptly (%v)", time.Since(start))
 	}
 }
+
+// A peeking status (lowlat monitor's, once a minute) reads the journal
+// without its lock: it never competes with an apply for it, so it finds
+// no holder to report even while a writer holds the journal, and still
+// reads the transactions in force.
+func TestStatusPeekTakesNoLock(t *testing.T) {
+	h := newHost(t)
+	e := h.engine("boot-1")
+	mustApply(t, e, mixed()[:1], journal.Meta{})
+	w, err := journal.Open(e.JournalPath, journal.ReadWrite) // a writer in progress
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rep, err := e.Status(context.Background(), txn.StatusOptions{Peek: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Locked != "" || len(rep.Active) != 1 || rep.Txn == nil {
+		t.Errorf("peek: locked %q, %d active", rep.Locked, len(rep.Active))
+	}
+	// Without Peek, the same read meets the writer's lock.
+	if rep, err := e.Status(context.Background(), txn.StatusOptions{}); err != nil || rep.Locked == "" {
+		t.Errorf("locking status: %v, locked %q", err, rep.Locked)
+	}
+}
