@@ -67,6 +67,8 @@ ip -n "$ns" link set "$vn" up
 for i in $(seq 2 $((HOSTS + 1))); do ip -n "$ns" addr add "10.80.0.$i/24" dev "$vn"; done
 hosts=$(seq -f '10.80.0.%g' 2 $((HOSTS + 1)) | tr '\n' ' ')
 
+# per1k CPU_S PROBES: CPU milliseconds per 1,000 probes.
+per1k() { awk -v c="$1" -v n="$2" 'BEGIN{ if (n>0) printf "%.1f", 1e6*c/n; else print "n/a" }'; }
 # cpu_s PID: user+system CPU seconds so far.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
@@ -119,7 +121,6 @@ pmed=$(python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))
 kill "$mpid" "$spid"
 wait "$mpid" "$spid" 2>/dev/null || true
 
-per1k() { awk -v c="$1" -v n="$2" 'BEGIN{ if (n>0) printf "%.1f", 1e6*c/n; else print "n/a" }'; }
 mcpu=$(awk -v a="$m0" -v b="$m1" 'BEGIN{print b-a}') scpu=$(awk -v a="$s0" -v b="$s1" 'BEGIN{print b-a}')
 echo
 echo "== lowlat monitor vs prometheus-smokeping-prober: $HOSTS ICMP targets every $INTERVAL for $WINDOW, side by side =="
