@@ -72,6 +72,9 @@ per1k() { awk -v c="$1" -v n="$2" 'BEGIN{ if (n>0) printf "%.1f", 1e6*c/n; else 
 # cpu_s PID: user+system CPU seconds so far.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+# rss_split PID: "anon/file" KiB, the two parts of RSS (file: the executable
+# and libraries, which the kernel maps in whole folios around each fault).
+rss_split() { awk '/^RssAnon:/{a=$2} /^RssFile:/{f=$2} END{print a "/" f}' "/proc/$1/status"; }
 # sum_metric PORT NAME: the sum of every series of NAME on that endpoint.
 sum_metric() { python3 -c '
 import sys, urllib.request
@@ -115,6 +118,7 @@ wait "$ppid"
 m1=$(cpu_s "$mpid") s1=$(cpu_s "$spid")
 mp1=$(sum_metric "$MPORT" lowlat_probe_sent_total) sp1=$(sum_metric "$SPORT" smokeping_requests_total)
 mrss=$(rss_kb "$mpid") srss=$(rss_kb "$spid")
+msplit=$(rss_split "$mpid") ssplit=$(rss_split "$spid")
 mmed=$("$work/scrape" "http://127.0.0.1:$MPORT/metrics" lowlat_probe_rtt_seconds target=h1)
 smed=$("$work/scrape" "http://127.0.0.1:$SPORT/metrics" smokeping_response_duration_seconds ip=10.80.0.2)
 pmed=$(python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))["rtt_us"]["p50"]/1000))' "$work/probe-icmp.json")
@@ -124,9 +128,9 @@ wait "$mpid" "$spid" 2>/dev/null || true
 mcpu=$(awk -v a="$m0" -v b="$m1" 'BEGIN{print b-a}') scpu=$(awk -v a="$s0" -v b="$s1" 'BEGIN{print b-a}')
 echo
 echo "== lowlat monitor vs prometheus-smokeping-prober: $HOSTS ICMP targets every $INTERVAL for $WINDOW, side by side =="
-printf '%-28s %12s %14s %16s %10s\n' tool probes "CPU s" "CPU ms/1k probes" "RSS KiB"
-printf '%-28s %12s %14s %16s %10s\n' "lowlat monitor" $((mp1 - mp0)) "$mcpu" "$(per1k "$mcpu" $((mp1 - mp0)))" "$mrss"
-printf '%-28s %12s %14s %16s %10s\n' "smokeping_prober 0.6.1" $((sp1 - sp0)) "$scpu" "$(per1k "$scpu" $((sp1 - sp0)))" "$srss"
+printf '%-28s %12s %14s %16s %10s %16s\n' tool probes "CPU s" "CPU ms/1k probes" "RSS KiB" "anon/file KiB"
+printf '%-28s %12s %14s %16s %10s %16s\n' "lowlat monitor" $((mp1 - mp0)) "$mcpu" "$(per1k "$mcpu" $((mp1 - mp0)))" "$mrss" "$msplit"
+printf '%-28s %12s %14s %16s %10s %16s\n' "smokeping_prober 0.6.1" $((sp1 - sp0)) "$scpu" "$(per1k "$scpu" $((sp1 - sp0)))" "$srss" "$ssplit"
 printf 'ratio lowlat/smokeping: CPU per probe %s, RSS %s\n' \
 	"$(awk -v a="$(per1k "$mcpu" $((mp1 - mp0)))" -v b="$(per1k "$scpu" $((sp1 - sp0)))" 'BEGIN{printf "%.2f", a/b}')" \
 	"$(awk -v a="$mrss" -v b="$srss" 'BEGIN{printf "%.2f", a/b}')"
@@ -160,14 +164,14 @@ sleep 30 # warm: every target has a session, the heap its working size
 c0=$(cpu_s "$mpid") r0=$(rss_kb "$mpid") n0=$(sum_metric "$MPORT" lowlat_probe_sent_total) t0=$(date +%s)
 echo
 echo "== soak: $TARGETS udp targets every $SOAK_INTERVAL for $SOAK =="
-echo "minute  RSS KiB  probes"
-echo "     0  $r0  $n0"
+echo "minute  RSS KiB  anon/file  probes"
+echo "     0  $r0  $(rss_split "$mpid")  $n0"
 end=$((t0 + $(secs "$SOAK" | cut -d. -f1)))
 minute=0
 while [ "$(date +%s)" -lt "$end" ]; do
 	sleep $((end - $(date +%s) < 60 ? end - $(date +%s) : 60))
 	minute=$((minute + 1))
-	printf '%6d  %s  %s\n' "$minute" "$(rss_kb "$mpid")" "$(sum_metric "$MPORT" lowlat_probe_sent_total)"
+	printf '%6d  %s  %s  %s\n' "$minute" "$(rss_kb "$mpid")" "$(rss_split "$mpid")" "$(sum_metric "$MPORT" lowlat_probe_sent_total)"
 done
 c1=$(cpu_s "$mpid") r1=$(rss_kb "$mpid") n1=$(sum_metric "$MPORT" lowlat_probe_sent_total) t1=$(date +%s)
 lost=$(sum_metric "$MPORT" lowlat_probe_lost_total)
