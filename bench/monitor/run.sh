@@ -49,7 +49,9 @@ cleanup() {
 	ip netns del "$ns" 2>/dev/null || true
 	rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 secs() { awk -v d="$1" 'BEGIN{ if (d ~ /ms$/) print substr(d,1,length(d)-2)/1000; else if (d ~ /m$/) print substr(d,1,length(d)-1)*60; else print d+0 }'; }
 
@@ -145,7 +147,11 @@ fi
 [[ " $PARTS " == *" soak "* ]] || exit 0
 # Every udp target holds a session (two while one hands over to the next),
 # all from one address: lift the per-address cap (16 by default).
-ip netns exec "$ns" "$L" reflector --listen 10.80.0.2:7431 --max-sessions-per-ip 0 --quiet &
+# The reflector runs from its own copy of the binary, as it would on another
+# host: the kernel does not page out executable pages that two processes
+# map, so a shared file would keep the monitor's unused code resident.
+cp "$L" "$work/lowlat-reflector"
+ip netns exec "$ns" "$work/lowlat-reflector" reflector --listen 10.80.0.2:7431 --max-sessions-per-ip 0 --quiet &
 rpid=$!
 pids+=("$rpid")
 {

@@ -41,7 +41,9 @@ cleanup() {
 	wait 2>/dev/null || true
 	rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 need=()
 command -v irtt >/dev/null || need+=(irtt)

@@ -311,7 +311,23 @@ func (p *cparser) target(t *Target, key string, v *unstable.Node, pos Pos) error
 	case "address":
 		t.Address, err = str(v)
 	case "interval":
+		if rp, ok := t.keys["rate"]; ok {
+			return fmt.Errorf("rate is already set at line %d: give interval or rate, not both", rp.Line)
+		}
 		t.Interval, err = duration(v)
+	case "rate":
+		// The same schedule said the other way: 20 = a probe every 50ms.
+		if ip, ok := t.keys["interval"]; ok {
+			return fmt.Errorf("interval is already set at line %d: give interval or rate, not both", ip.Line)
+		}
+		var hz float64
+		if hz, err = number(v); err == nil {
+			if hz <= 0 {
+				return fmt.Errorf("%v: want probes per second, more than 0", hz)
+			}
+			t.Interval = time.Duration(float64(time.Second) / hz)
+			t.keys["interval"] = pos // the interval's checks point here
+		}
 	case "timeout":
 		t.Timeout, err = duration(v)
 	case "slo_p99":
@@ -339,7 +355,7 @@ func (p *cparser) target(t *Target, key string, v *unstable.Node, pos Pos) error
 	case "labels":
 		t.Labels, err = p.labels(v, pos)
 	default:
-		return unknownKey{"in [[target]] (known: name, kind, address, interval, size, response, dscp, timeout, key_file, slo_p99, labels)"}
+		return unknownKey{"in [[target]] (known: name, kind, address, interval, rate, size, response, dscp, timeout, key_file, slo_p99, labels)"}
 	}
 	return err
 }
@@ -416,6 +432,17 @@ func integer(v *unstable.Node) (int, error) {
 		return 0, fmt.Errorf("%s: want 0..%d", v.Data, 1<<30)
 	}
 	return int(n), nil
+}
+
+func number(v *unstable.Node) (float64, error) {
+	if v.Kind != unstable.Integer && v.Kind != unstable.Float {
+		return 0, fmt.Errorf("want a number (probes per second), got %s", kindName(v.Kind))
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(string(v.Data), "_", ""), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: want a number", v.Data)
+	}
+	return f, nil
 }
 
 func duration(v *unstable.Node) (time.Duration, error) {

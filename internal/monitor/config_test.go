@@ -43,6 +43,20 @@ interval = "50ms"
 	}
 }
 
+// rate is the interval said as probes per second.
+func TestConfigRate(t *testing.T) {
+	head := "[[target]]\nname = \"a\"\nkind = \"udp\"\naddress = \"10.0.0.1:7431\"\n"
+	for text, want := range map[string]time.Duration{"rate = 20\n": 50 * time.Millisecond, "rate = 0.5\n": 2 * time.Second} {
+		c, err := ParseConfig("m.toml", []byte(head+text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if got := c.Targets[0].Interval; got != want {
+			t.Errorf("%q: interval %s, want %s", text, got, want)
+		}
+	}
+}
+
 // Every refusal is one line that starts with file:line:col and names the key.
 func TestConfigErrors(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "empty.key")
@@ -70,6 +84,11 @@ func TestConfigErrors(t *testing.T) {
 		{"empty key file", head + "key_file = \"" + key + "\"\n", `m.toml:5:12: target "a": key_file ` + key + " is empty"},
 		{"bad listen", "listen = \"9431\"\n", `m.toml:1:10: listen: "9431": want host:port`},
 		{"doctor too often", "doctor_interval = \"5s\"\n", "m.toml:1:19: doctor_interval: 5s: at least 1m"},
+		{"rate and interval", head + "interval = \"1s\"\nrate = 20\n", "m.toml:6:8: rate: interval is already set at line 5: give interval or rate, not both"},
+		{"interval and rate", head + "rate = 20\ninterval = \"1s\"\n", "m.toml:6:12: interval: rate is already set at line 5"},
+		{"rate zero", head + "rate = 0\n", "m.toml:5:8: rate: 0: want probes per second, more than 0"},
+		{"rate string", head + "rate = \"20Hz\"\n", "m.toml:5:8: rate: want a number (probes per second), got a string"},
+		{"rate too high", head + "rate = 1000\n", `m.toml:5:8: target "a": interval 1ms: must be at least 10ms`},
 		{"slo negative", head + "slo_p99 = \"-1ms\"\n", `m.toml:5:11: slo_p99: "-1ms": want a duration`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
