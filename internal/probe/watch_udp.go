@@ -274,7 +274,11 @@ func (w *udpWatch) settle(s *udpWatchSession) {
 
 // receive reads replies until the connection closes.
 func (w *udpWatch) receive(c *net.UDPConn) {
-	buf := make([]byte, 65536)
+	// The reflector answers with the datagram it got, and every datagram
+	// of a session is cfg.Size long. A 64 KiB buffer per session (one every
+	// five seconds per target) was most of the monitor's allocation and a
+	// third of its heap.
+	buf := make([]byte, w.cfg.Size)
 	oob := make([]byte, oobSize)
 	for {
 		n, oobn, _, _, err := c.ReadMsgUDPAddrPort(buf, oob)
