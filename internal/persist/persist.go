@@ -149,26 +149,7 @@ func Changes(settings []Setting, o Options) ([]Change, []string) {
 		out = append(out, o.file(UnitDropins+"/lowlat-"+o.ID+".conf", b.String()))
 	}
 	if reassert > 0 {
-		svc := `# Written by lowlat. A rollback of the transactions that wrote it removes it.
-[Unit]
-Description=lowlat: re-assert persisted interrupt affinity, queue and irqbalance settings
-After=lowlat-boot.service
-
-[Service]
-Type=oneshot
-ExecStart=` + execLine(o.Exe, "reassert", "--journal", o.Journal) + "\n"
-		timer := `# Written by lowlat. A rollback of the transactions that wrote it removes it.
-[Unit]
-Description=lowlat: re-assert interrupt affinity every 5 minutes (irqbalance or a driver reset moves it back)
-
-[Timer]
-OnBootSec=5min
-OnUnitActiveSec=5min
-
-[Install]
-WantedBy=timers.target
-`
-		out = append(out, o.file(ReassertService, svc), o.file(ReassertTimer, timer), o.link(ReassertWants, ReassertTimer))
+		out = append(out, o.file(ReassertService, reassertService(writtenHeader, o.Exe, o.Journal)), o.file(ReassertTimer, reassertTimer(writtenHeader)), o.link(ReassertWants, ReassertTimer))
 		notes = append(notes, "lowlat-reassert.timer re-asserts interrupt and queue settings every 5 minutes from the next boot; to start it now: systemctl daemon-reload && systemctl start lowlat-reassert.timer")
 	}
 	return out, notes
@@ -179,21 +160,67 @@ WantedBy=timers.target
 // transaction that installs it changes nothing, and it stays until the last
 // of them is rolled back.
 func BootUnit(o Options) []Change {
-	unit := `# Written by lowlat. A rollback of the transactions that wrote it removes it.
-[Unit]
+	return []Change{o.file(UnitFile, bootService(writtenHeader, o.Exe, o.Journal)), o.link(UnitWants, UnitFile)}
+}
+
+// writtenHeader opens the units an apply writes to /etc/systemd/system.
+const writtenHeader = "# Written by lowlat. A rollback of the transactions that wrote it removes it.\n"
+
+// packagedHeader opens the same units as the lowlat package ships them.
+const packagedHeader = `# Shipped by the lowlat package, disabled. An apply that needs it writes its
+# own copy to /etc/systemd/system (with that apply's binary and journal) and
+# enables it; a rollback of the transactions that wrote it removes it again.
+`
+
+// Packaged returns the units a distribution package ships in
+// /usr/lib/systemd/system, by file name, for the binary exe and the journal:
+// the same text as an apply writes, so the package and the apply never
+// disagree on what 'lowlat boot' and 'lowlat reassert' are run with.
+func Packaged(exe, journal string) map[string]string {
+	return map[string]string{
+		"lowlat-boot.service":     bootService(packagedHeader, exe, journal),
+		"lowlat-reassert.service": reassertService(packagedHeader, exe, journal),
+		"lowlat-reassert.timer":   reassertTimer(packagedHeader),
+	}
+}
+
+func bootService(header, exe, journal string) string {
+	return header + `[Unit]
 Description=lowlat: roll back unconfirmed changes, re-apply persisted qdisc, route, NIC and interrupt settings
 Wants=network-online.target
 After=network-online.target systemd-sysctl.service
 
 [Service]
 Type=oneshot
-ExecStart=` + execLine(o.Exe, "boot", "--journal", o.Journal) + `
+ExecStart=` + execLine(exe, "boot", "--journal", journal) + `
 RemainAfterExit=yes
 
 [Install]
 WantedBy=multi-user.target
 `
-	return []Change{o.file(UnitFile, unit), o.link(UnitWants, UnitFile)}
+}
+
+func reassertService(header, exe, journal string) string {
+	return header + `[Unit]
+Description=lowlat: re-assert persisted interrupt affinity, queue and irqbalance settings
+After=lowlat-boot.service
+
+[Service]
+Type=oneshot
+ExecStart=` + execLine(exe, "reassert", "--journal", journal) + "\n"
+}
+
+func reassertTimer(header string) string {
+	return header + `[Unit]
+Description=lowlat: re-assert interrupt affinity every 5 minutes (irqbalance or a driver reset moves it back)
+
+[Timer]
+OnBootSec=5min
+OnUnitActiveSec=5min
+
+[Install]
+WantedBy=timers.target
+`
 }
 
 // Guard returns the changes an apply --confirm adds so that its dead-man

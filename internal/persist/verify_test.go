@@ -58,6 +58,56 @@ func TestUnitsVerify(t *testing.T) {
 	if len(units) != 3 {
 		t.Fatalf("want the boot service, reassert service and timer, got %v", units)
 	}
+	verify(t, analyze, units)
+}
+
+// TestPackagedUnits checks the units the package ships: systemd-analyze
+// verify accepts them, and below their header they are the very units an
+// apply writes for the same binary and journal.
+func TestPackagedUnits(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze (Debian package systemd) is needed to check the boot units: apt-get install systemd")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := "/var/lib/lowlat/journal"
+	pkg := Packaged(exe, journal)
+	if len(pkg) != 3 {
+		t.Fatalf("want 3 units, got %d", len(pkg))
+	}
+	written := map[string]string{}
+	settings := []Setting{{Knob: "irq/27/affinity", Value: "1"}}
+	ch, _ := Changes(settings, Options{ID: "x", Exe: exe, Journal: journal, Systemd: true})
+	for _, c := range ch {
+		if p, ok := strings.CutPrefix(c.Knob, "file"); ok {
+			written[filepath.Base(p)] = knob.ParseFileValue(c.Value).Content
+		}
+	}
+	dir := t.TempDir()
+	var units []string
+	for name, text := range pkg {
+		if !strings.HasPrefix(text, packagedHeader) {
+			t.Errorf("%s: does not open with the package's header", name)
+		}
+		if w, ok := written[name]; !ok || strings.TrimPrefix(w, writtenHeader) != strings.TrimPrefix(text, packagedHeader) {
+			t.Errorf("%s: differs from the unit an apply writes:\n%s\n--- apply writes:\n%s", name, text, w)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		units = append(units, p)
+	}
+	verify(t, analyze, units)
+}
+
+// verify runs systemd-analyze verify on units and fails on any complaint
+// about them.
+func verify(t *testing.T, analyze string, units []string) {
+	t.Helper()
 	out, err := exec.Command(analyze, append([]string{"verify", "--recursive-errors=no"}, units...)...).CombinedOutput()
 	// verify exits 0 on warnings about a file (an unknown key is ignored
 	// with a warning): any line naming our units is a failure too.
