@@ -20,9 +20,11 @@ BIN := bin/lowlat
 # test namespaces with temporary configs) for the proxy checks, chromium to
 # render the lab's HTML report headless, systemd for systemd-analyze to check
 # the boot units offline, prometheus (the server and promtool) to scrape the
-# monitor, lint its metrics and run its rules' unit tests.
+# monitor, lint its metrics and run its rules' unit tests, lintian and rpm to
+# check the packages 'make package' builds.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
-	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus
+	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
+	lintian rpm
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).
@@ -35,7 +37,7 @@ VM_MODULES := inet_diag tcp_diag
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor man completion test deps check unit fuzz vmtest bench bench-lab clean
+.PHONY: build doctor man completion package test deps check unit fuzz vmtest bench bench-lab clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -55,6 +57,13 @@ completion: build
 	./$(BIN) completion zsh > bin/completion/_lowlat
 	./$(BIN) completion fish > bin/completion/lowlat.fish
 
+# The .deb and .rpm for amd64 and arm64 (docs/packages.md), built with nfpm
+# pinned in tools/go.mod: bin/pkg/lowlat_$(VERSION)_amd64.deb,
+# bin/pkg/lowlat-$(VERSION).x86_64.rpm, ...
+VERSION ?= 0.1.0
+package:
+	GO=$(GO) deploy/package/build.sh $(VERSION) bin/pkg
+
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -66,6 +75,7 @@ deps:
 		rc=$$?; [ -n "$$guard" ] && rm -f /usr/sbin/policy-rc.d; exit $$rc; \
 	fi
 	$(GO) mod download
+	cd tools && $(GO) mod download
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

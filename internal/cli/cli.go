@@ -146,6 +146,8 @@ func newRootCmd(env *Env) *cobra.Command {
 		newCompletionCmd(),
 		newManCmd(),
 		newWatchdogCmd(env),
+		newUnitsCmd(),
+		newRemovingCmd(env),
 	)
 	return root
 }

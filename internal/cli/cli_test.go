@@ -150,6 +150,8 @@ var arity = map[string][2]int{
 	"man":           {1, 1},
 	"help":          {0, -1},
 	"__watchdog":    {0, 0},
+	"__units":       {1, 1},
+	"__removing":    {0, 0},
 }
 
 func TestArityCoversEveryCommand(t *testing.T) {
