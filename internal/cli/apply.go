@@ -117,12 +117,23 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	}
 	eng := engine(env, o.journal)
 	id := eng.NewID()
+	persistFiles := o.persist
+	if o.persist && len(changes) == 0 {
+		// Idempotence: the host already has every setting, and a
+		// transaction in force of this profile already persists them. A
+		// second run writes nothing (its files would only differ by the
+		// transaction's name).
+		if by := persistedBy(ctx, eng, r.Name); by != "" {
+			persistFiles = false
+			notes = append(notes, fmt.Sprintf("already applied and persisted by transaction %s", by))
+		}
+	}
 	// Files that outlive a reboot: with --confirm they wait for 'lowlat
 	// confirm' (Deferred), so nothing unconfirmed comes back at boot, and a
 	// guard unit rolls the transaction back at boot when it holds changes
 	// that survive a reboot by themselves.
 	var deferred []journal.Change
-	if o.persist || (o.confirm > 0 && !o.dryRun) {
+	if persistFiles || (o.confirm > 0 && !o.dryRun) {
 		exe, err := lowlatExecutable()
 		if err != nil {
 			return fmt.Errorf("apply: %w (nothing was changed)", err)
@@ -142,7 +153,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 			notes = append(notes, gnotes...)
 			add(guard, "roll back at boot unless confirmed")
 		}
-		if o.persist {
+		if persistFiles {
 			files, pnotes := persist.Changes(settings, po)
 			notes = append(notes, pnotes...)
 			if o.confirm > 0 {
@@ -166,10 +177,13 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	}
 	if o.dryRun || len(changes) == 0 {
 		if o.json {
-			return report.JSON(env.Stdout, map[string]any{"txn": nil, "dry_run": o.dryRun, "changed": []txn.Item{}, "failed": []txn.Item{}, "plan": pl})
+			return report.JSON(env.Stdout, map[string]any{"txn": nil, "dry_run": o.dryRun, "changed": false, "changes": []txn.Item{}, "failed": []txn.Item{}, "plan": planJSON(pl), "notes": notes})
 		}
 		if err := renderPlan(env.Stdout, pl, env.TTY); err != nil {
 			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintln(env.Stdout, "Note:", n)
 		}
 		if len(changes) == 0 {
 			fmt.Fprintln(env.Stdout, "Nothing to change.")
@@ -215,7 +229,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	if err != nil {
 		var ae *txn.ApplyError
 		if errors.As(err, &ae) && o.json {
-			out := map[string]any{"txn": ae.Txn, "changed": []txn.Item{}, "failed": append([]txn.Item{{Knob: ae.Knob, Error: ae.Err.Error()}}, ae.RollbackFailed...), "rolled_back": ae.RolledBack}
+			out := map[string]any{"txn": ae.Txn, "changed": false, "changes": []txn.Item{}, "failed": append([]txn.Item{{Knob: ae.Knob, Error: ae.Err.Error()}}, ae.RollbackFailed...), "rolled_back": ae.RolledBack}
 			report.JSON(env.Stdout, out)
 			return &ExitError{Code: 1}
 		}
@@ -231,7 +245,9 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 		}
 	}
 	if o.json {
-		out := map[string]any{"txn": res.Txn, "changed": res.Changed, "failed": res.Failed, "notes": res.Notes}
+		// changed is whether the host ends up changed (Ansible's meaning):
+		// not when the gate rolled the change back.
+		out := map[string]any{"txn": res.Txn, "changed": len(res.Changed) > 0 && (verdict == nil || verdict.Keep), "changes": res.Changed, "failed": res.Failed, "notes": res.Notes}
 		if len(dropped) > 0 {
 			out["not_writable"] = dropped
 		}
@@ -299,4 +315,19 @@ func renderResult(env *Env, verb string, res *txn.Result) {
 	} else {
 		fmt.Fprintf(env.Stdout, "%s nothing.\n", verb)
 	}
+}
+
+// persistedBy returns the newest transaction in force that applied profile
+// with --persist, or "".
+func persistedBy(ctx context.Context, eng *txn.Engine, profile string) string {
+	rep, err := eng.Status(ctx, txn.StatusOptions{Peek: true})
+	if err != nil {
+		return ""
+	}
+	for i := len(rep.Active) - 1; i >= 0; i-- {
+		if a := rep.Active[i]; a.Persist && a.Profile == profile {
+			return a.ID
+		}
+	}
+	return ""
 }

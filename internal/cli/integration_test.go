@@ -156,8 +156,31 @@ type applyJSON struct {
 	Txn     string `json:"txn"`
 	Changed []struct {
 		Knob, Before, After string
-	} `json:"changed"`
+	} `json:"changes"`
 	Failed []struct{ Knob, Error string } `json:"failed"`
+	// Any is "changed": whether the host changed (Ansible's meaning).
+	Any bool `json:"changed"`
+}
+
+// planDiff is what plan --json says for automation.
+type planDiff struct {
+	Changed bool `json:"changed"`
+	Diff    []struct {
+		BeforeHeader string `json:"before_header"`
+		AfterHeader  string `json:"after_header"`
+		Before       string `json:"before"`
+		After        string `json:"after"`
+	} `json:"diff"`
+}
+
+func (w *world) plan(args ...string) planDiff {
+	w.t.Helper()
+	r := w.mustRun(append([]string{"plan", "--json"}, args...)...)
+	var p planDiff
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+		w.t.Fatalf("plan --json: %v\n%s", err, r.stdout)
+	}
+	return p
 }
 
 // TestIntegrationProfilesApplyStatusRollback applies each built-in profile's
@@ -168,17 +191,41 @@ func TestIntegrationProfilesApplyStatusRollback(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			before := w.snapshot()
+			// plan --json is Ansible's diff: one before/after per knob.
+			pd := w.plan(profileArgs(name)...)
+			if !pd.Changed || len(pd.Diff) == 0 {
+				t.Fatalf("plan before apply: changed %v, %d diffs", pd.Changed, len(pd.Diff))
+			}
+			for _, d := range pd.Diff {
+				if d.BeforeHeader == "" || d.BeforeHeader != d.AfterHeader || d.Before == d.After || !strings.HasSuffix(d.After, "\n") {
+					t.Errorf("plan diff entry %+v", d)
+				}
+			}
 			r := w.mustRun(append([]string{"apply", "--yes", "--json"}, profileArgs(name)...)...)
 			var res applyJSON
 			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 				t.Fatalf("apply --json: %v\n%s", err, r.stdout)
 			}
-			if res.Txn == "" || len(res.Changed) == 0 || len(res.Failed) != 0 {
+			if res.Txn == "" || len(res.Changed) == 0 || len(res.Failed) != 0 || !res.Any {
 				t.Fatalf("apply result: %+v", res)
 			}
 			t.Logf("%s changed %d knobs", name, len(res.Changed))
-			if w.snapshot() == before {
+			applied := w.snapshot()
+			if applied == before {
 				t.Fatal("apply changed nothing visible to iproute2 or /proc/sys")
+			}
+			// Idempotence: the same apply again plans nothing and changes
+			// nothing, and says so.
+			if pd := w.plan(profileArgs(name)...); pd.Changed || len(pd.Diff) != 0 {
+				t.Errorf("plan after apply: changed %v, diff %+v", pd.Changed, pd.Diff)
+			}
+			var again applyJSON
+			r = w.mustRun(append([]string{"apply", "--yes", "--json"}, profileArgs(name)...)...)
+			if err := json.Unmarshal([]byte(r.stdout), &again); err != nil || again.Any || again.Txn != "" || len(again.Changed) != 0 {
+				t.Errorf("second apply is not a no-op: %v\n%s", err, r.stdout)
+			}
+			if got := w.snapshot(); got != applied {
+				t.Errorf("second apply changed the namespace:\n%s", testnet.DiffLines(applied, got))
 			}
 			st := w.mustRun("status", "--json")
 			var rep struct {
@@ -189,9 +236,17 @@ func TestIntegrationProfilesApplyStatusRollback(t *testing.T) {
 			if rep.Txn == nil || *rep.Txn != res.Txn || len(rep.Drift) != 0 {
 				t.Fatalf("status after apply: %s", st.stdout)
 			}
-			w.mustRun("rollback", "--json")
+			var rb applyJSON
+			json.Unmarshal([]byte(w.mustRun("rollback", "--json").stdout), &rb)
+			if !rb.Any || len(rb.Changed) == 0 {
+				t.Errorf("rollback --json: changed %v, %d changes", rb.Any, len(rb.Changed))
+			}
 			if after := w.snapshot(); after != before {
 				t.Errorf("not byte-identical after rollback:\n%s", testnet.DiffLines(before, after))
+			}
+			json.Unmarshal([]byte(w.mustRun("rollback", "--json").stdout), &rb)
+			if rb.Any {
+				t.Errorf("a second rollback says it changed something: %+v", rb)
 			}
 			st = w.mustRun("status", "--json")
 			if !strings.Contains(st.stdout, `"txn": null`) {
@@ -487,8 +542,17 @@ func TestIntegrationPersistAndBoot(t *testing.T) {
 			t.Error("boot unit written although systemd does not run")
 		}
 	}
-	// Pretend a reboot: the qdiscs are back to the kernel default.
 	applied := w.snapshot()
+	// Idempotence with --persist: the second run writes no new file.
+	var again applyJSON
+	r0 := w.mustRun(append(args, "--json")...)
+	if err := json.Unmarshal([]byte(r0.stdout), &again); err != nil || again.Any || again.Txn != "" || !strings.Contains(r0.stdout, "already applied and persisted by transaction "+res.Txn) {
+		t.Errorf("a second apply --persist is not a no-op: %v\n%s", err, r0.stdout)
+	}
+	if files, _ := filepath.Glob(filepath.Join(w.root, persist.SysctlDir, "*")); len(files) != 1 {
+		t.Errorf("sysctl.d after two applies: %v", files)
+	}
+	// Pretend a reboot: the qdiscs are back to the kernel default.
 	w.resetRootQdisc()
 	if r := w.run(nil, "status"); r.code != 3 {
 		t.Fatalf("status after the qdisc reset: exit %d\n%s", r.code, r.stdout)

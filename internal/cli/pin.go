@@ -180,7 +180,7 @@ func runPin(ctx context.Context, env *Env, o *pinOptions, args []string) error {
 	}
 	restart := "systemctl restart " + unit
 	if o.json {
-		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "pin": spec, "path": path, "dropin": content, "changed": res.Changed, "next": restart})
+		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "pin": spec, "path": path, "dropin": content, "changed": len(res.Changed) > 0, "changes": res.Changed, "next": restart})
 	}
 	if !knob.SystemdRuns(knob.Live) {
 		fmt.Fprintln(env.Stdout, "note: systemd does not run here; the drop-in takes effect where it does")

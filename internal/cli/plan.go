@@ -83,9 +83,34 @@ func runPlan(ctx context.Context, env *Env, o *planOptions, args []string) error
 		return err
 	}
 	if o.json {
-		return report.JSON(env.Stdout, pl)
+		return report.JSON(env.Stdout, planJSON(pl))
 	}
 	return renderPlan(env.Stdout, pl, env.TTY)
+}
+
+// planOut is plan --json: the plan, whether applying it would change the
+// host, and the knobs it would set as Ansible's diff mode reads them (a
+// list of before/after pairs, one per knob, headed by the knob).
+type planOut struct {
+	*plan.Plan
+	Changed bool       `json:"changed"`
+	Diff    []knobDiff `json:"diff"`
+}
+
+type knobDiff struct {
+	BeforeHeader string `json:"before_header"`
+	AfterHeader  string `json:"after_header"`
+	Before       string `json:"before"`
+	After        string `json:"after"`
+}
+
+func planJSON(pl *plan.Plan) planOut {
+	out := planOut{Plan: pl, Diff: []knobDiff{}}
+	for _, c := range pl.ToApply() {
+		out.Diff = append(out.Diff, knobDiff{BeforeHeader: c.Knob, AfterHeader: c.Knob, Before: c.Current + "\n", After: c.Desired + "\n"})
+	}
+	out.Changed = len(out.Diff) > 0
+	return out
 }
 
 func renderPlan(w io.Writer, pl *plan.Plan, color bool) error {

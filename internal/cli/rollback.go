@@ -44,7 +44,7 @@ func runRollback(ctx context.Context, env *Env, o *rollbackOptions, args []strin
 	}
 	res, err := engine(env, o.journal).Rollback(ctx, txn.RollbackOptions{Txn: o.txn, All: o.all})
 	if o.json && res != nil {
-		report.JSON(env.Stdout, map[string]any{"txn": nullable(res.Txn), "changed": res.Changed, "failed": res.Failed, "gone": res.Gone, "inexact": res.Inexact, "rolled_back": res.RolledBack, "notes": res.Notes})
+		report.JSON(env.Stdout, map[string]any{"txn": nullable(res.Txn), "changed": len(res.Changed) > 0, "changes": res.Changed, "failed": res.Failed, "gone": res.Gone, "inexact": res.Inexact, "rolled_back": res.RolledBack, "notes": res.Notes})
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
@@ -95,7 +95,7 @@ func runConfirm(ctx context.Context, env *Env, o *confirmOptions, args []string)
 		return fmt.Errorf("confirm: %w", err)
 	}
 	if o.json {
-		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "confirmed": true, "changed": res.Changed})
+		return report.JSON(env.Stdout, map[string]any{"txn": res.Txn, "confirmed": true, "changed": len(res.Changed) > 0, "changes": res.Changed})
 	}
 	if len(res.Changed) > 0 {
 		renderResult(env, "Persisted", res)

@@ -12,6 +12,7 @@ package txn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -37,8 +38,10 @@ type Item struct {
 
 // Result is what apply and rollback report.
 type Result struct {
-	Txn     string `json:"txn"`
-	Changed []Item `json:"changed"`
+	Txn string `json:"txn"`
+	// Changed are the knobs written ("changes" in JSON, where "changed"
+	// says whether there are any, as automation such as Ansible reads it).
+	Changed []Item `json:"changes"`
 	Failed  []Item `json:"failed"`
 	// Skipped are knobs the host refused outright (knob.ErrNotWritable: a
 	// driver's EOPNOTSUPP, a fixed feature, a kernel-managed interrupt): nothing
@@ -55,6 +58,15 @@ type Result struct {
 	// RolledBack are the transactions a rollback (or recovery) ended.
 	RolledBack []string `json:"rolled_back,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+}
+
+// MarshalJSON adds "changed": true when the result changed any knob.
+func (res Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		plain
+		Any bool `json:"changed"`
+	}{plain(res), len(res.Changed) > 0})
 }
 
 func newResult() *Result { return &Result{Changed: []Item{}, Failed: []Item{}} }
