@@ -21,10 +21,12 @@ BIN := bin/lowlat
 # render the lab's HTML report headless, systemd for systemd-analyze to check
 # the boot units offline, prometheus (the server and promtool) to scrape the
 # monitor, lint its metrics and run its rules' unit tests, lintian and rpm to
-# check the packages 'make package' builds.
+# check the packages 'make package' builds, ansible-core, ansible-lint,
+# python3-apt and openssh-server (sshd runs only in test namespaces) for the
+# Ansible collection's fleet test.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
-	lintian rpm
+	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).

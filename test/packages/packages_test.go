@@ -18,13 +18,20 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/vishvananda/netlink"
 )
 
-func TestMain(m *testing.M) { testnet.Main(m) }
+func TestMain(m *testing.M) {
+	testnet.Main(m, func() {
+		if builtDir != "" {
+			os.RemoveAll(builtDir)
+		}
+	})
+}
 
 const (
 	v1, v2   = "0.1.0", "0.1.1"
@@ -71,12 +78,8 @@ func TestPackages(t *testing.T) {
 			t.Fatalf("%s not found: make deps installs it (Debian packages dpkg, lintian, rpm)", tool)
 		}
 	}
-	if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") {
-		t.Fatalf("a lowlat package is installed on this machine (%s): this test installs and purges its own; remove it first", out)
-	}
-	dir := t.TempDir()
-	pkg1, pkg2 := filepath.Join(dir, v1), filepath.Join(dir, v2)
-	build(t, v1, pkg1)
+	pkg1 := built(t)
+	pkg2 := filepath.Join(t.TempDir(), v2)
 	build(t, v2, pkg2, "amd64")
 
 	t.Run("lintian", func(t *testing.T) {
@@ -97,18 +100,47 @@ func TestPackages(t *testing.T) {
 	})
 }
 
+var (
+	builtOnce sync.Once
+	builtDir  string
+	builtErr  error
+)
+
+// built returns the directory holding version v1's packages, every
+// architecture, building them once for all the tests of this package.
+func built(t *testing.T) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		builtDir, builtErr = os.MkdirTemp("", "lowlat-packages-")
+		if builtErr == nil {
+			builtErr = buildErr(v1, builtDir)
+		}
+	})
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return builtDir
+}
+
 // build runs the packages' build script for version into out.
 func build(t *testing.T, version, out string, arches ...string) {
 	t.Helper()
+	if err := buildErr(version, out, arches...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func buildErr(version, out string, arches ...string) error {
 	root, err := filepath.Abs("../..")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(filepath.Join(root, "deploy/package/build.sh"), append([]string{version, out}, arches...)...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build.sh %s: %v\n%s", version, err, b)
+		return fmt.Errorf("build.sh %s: %v\n%s", version, err, b)
 	}
+	return nil
 }
 
 // run runs a command and returns its combined output and exit code.
@@ -285,14 +317,7 @@ func checkRPMs(t *testing.T, dir string) {
 // removes and purges with the transaction in force, reinstalls, rolls back
 // and purges again.
 func lifecycle(t *testing.T, deb1, deb2 string) {
-	backup(t)
-	t.Cleanup(func() {
-		if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") || strings.Contains(string(out), "config-files") {
-			if b, err := exec.Command("dpkg", "--purge", "lowlat").CombinedOutput(); err != nil {
-				t.Errorf("cleanup: dpkg --purge lowlat: %v\n%s", err, b)
-			}
-		}
-	})
+	guardInstall(t)
 	hostBefore := hostState(t)
 
 	// Install: nothing is started, nothing on the host changes but the
@@ -321,7 +346,7 @@ func lifecycle(t *testing.T, deb1, deb2 string) {
 	out, code := runCmd(t, ns.Command(exe, "apply", "--yes", "--json", "--profile", "capped-uplink", "--set", "rate=2mbit", "--set", "down=20mbit"))
 	var res struct {
 		Txn     string            `json:"txn"`
-		Changed []json.RawMessage `json:"changed"`
+		Changed []json.RawMessage `json:"changes"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Txn == "" || len(res.Changed) == 0 {
 		t.Fatalf("apply with the installed binary: exit %d\n%s", code, out)
@@ -493,6 +518,24 @@ func appendFile(t *testing.T, p, s string) {
 	if _, err := f.WriteString(s); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// guardInstall makes this machine's lowlat paths the test's own until it
+// ends: whatever was there is moved aside (backup), and a package the test
+// installed is purged before it is put back.
+func guardInstall(t *testing.T) {
+	t.Helper()
+	if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") {
+		t.Fatalf("a lowlat package is installed on this machine (%s): this test installs and purges its own; remove it first", out)
+	}
+	backup(t)
+	t.Cleanup(func() {
+		if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") || strings.Contains(string(out), "config-files") {
+			if b, err := exec.Command("dpkg", "--purge", "lowlat").CombinedOutput(); err != nil {
+				t.Errorf("cleanup: dpkg --purge lowlat: %v\n%s", err, b)
+			}
+		}
+	})
 }
 
 // backup moves aside whatever of the package's paths and lowlat's state

@@ -1,0 +1,480 @@
+//go:build linux
+
+package packages
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/probe"
+	"github.com/lowlat/lowlat/internal/testnet"
+)
+
+// The fleet: four hosts, each in its own namespace, behind its own provider
+// namespace, all probing one reflector in a server namespace; Ansible runs in
+// a control namespace and reaches each host's sshd over a management veth.
+const (
+	fleetSize  = 4
+	badHost    = 2 // the host whose gate fails
+	reflector  = "10.99.0.1:7431"
+	fleetProbe = "load " + reflector + " --upload --idle 1s --duration 4s"
+)
+
+type fleetHost struct {
+	name    string
+	ns      *testnet.NS
+	mgmt    string // sshd's address
+	journal string
+	root    string // persist root
+	monitor string // the monitor config the role writes
+	before  string // the namespace before any play
+}
+
+// ansibleStats is the play recap, per host. (The json callback lives in
+// ansible.posix, which Debian's ansible-core does not ship: the test reads
+// the default callback's recap lines.)
+type ansibleStats map[string]hostStats
+
+type hostStats struct{ OK, Changed, Unreachable, Failures int }
+
+var recapLine = regexp.MustCompile(`(?m)^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)`)
+
+func recap(out string) ansibleStats {
+	stats := ansibleStats{}
+	for _, m := range recapLine.FindAllStringSubmatch(out, -1) {
+		n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+		s := stats[m[1]]
+		s.OK, s.Changed, s.Unreachable, s.Failures = s.OK+n(2), s.Changed+n(3), s.Unreachable+n(4), s.Failures+n(5)
+		stats[m[1]] = s
+	}
+	return stats
+}
+
+// TestFleetCanary drives the Ansible collection (deploy/ansible) with
+// Debian's ansible-core over real SSH against four namespaced hosts. The
+// canary play installs the package, writes the monitor config and tunes with
+// a gate: host 1 keeps the change, host 2's gate fails (its uplink is fast,
+// so the profile's shaper only adds a queue), the rollout stops there and
+// hosts 3 and 4 are untouched. Check mode then shows the diff for 3 and 4 and
+// changes nothing; a play on 1, 3 and 4 succeeds, and again reports
+// changed=0; the rollback playbook restores every host exactly.
+func TestFleetCanary(t *testing.T) {
+	testnet.Heavy(t, "four namespaced hosts with sshd, Ansible plays with measured gates")
+	if os.Geteuid() != 0 {
+		t.Skip("installs a package and runs sshd in namespaces: run as root (make test does)")
+	}
+	for _, tool := range []string{"ansible-playbook", "ansible-lint", "ansible-test", "ansible-doc", "/usr/sbin/sshd", "ssh-keygen", "dpkg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: make deps installs it (Debian packages ansible-core, ansible-lint, openssh-server)", tool)
+		}
+	}
+	deb := filepath.Join(built(t), "lowlat_"+v1+"_amd64.deb")
+	guardInstall(t)
+	dir := t.TempDir()
+	col := collection(t, dir)
+
+	t.Run("lint", func(t *testing.T) { lintCollection(t, dir, col) })
+	if t.Failed() {
+		return
+	}
+
+	ctl, hosts := fleet(t, dir)
+	inv := inventory(t, dir, deb, hosts)
+	play := func(t *testing.T, args ...string) (ansibleStats, string, int) {
+		t.Helper()
+		cmd := ctl.Command("ansible-playbook", append([]string{"-i", inv}, args...)...)
+		cmd.Env = append(cmd.Env, ansibleEnv(dir)...)
+		start := time.Now()
+		out, code := runCmd(t, cmd)
+		stats := recap(out)
+		if len(stats) == 0 {
+			t.Fatalf("ansible-playbook %v: exit %d, no recap:\n%s", args, code, out)
+		}
+		t.Logf("ansible-playbook %s: exit %d in %v, recap %+v", strings.Join(args, " "), code, time.Since(start).Round(100*time.Millisecond), stats)
+		return stats, out, code
+	}
+	good := func(i int) bool { return i+1 != badHost }
+
+	t.Run("canary stops at the failing gate", func(t *testing.T) {
+		stats, out, code := play(t, "lowlat.lowlat.canary")
+		if code == 0 {
+			t.Errorf("the canary play passed although host %d's gate fails", badHost)
+		}
+		for i, h := range hosts {
+			st, seen := stats[h.name]
+			switch {
+			case i+1 < badHost:
+				if !seen || st.Failures != 0 || st.Changed == 0 {
+					t.Errorf("%s (before the failing batch): %+v", h.name, st)
+				}
+				gated(t, h, true)
+				if h.snapshot(t) == h.before {
+					t.Errorf("%s: kept the change, but its namespace is as before", h.name)
+				}
+			case i+1 == badHost:
+				if st.Failures != 1 {
+					t.Errorf("%s (the failing gate): %+v", h.name, st)
+				}
+				gated(t, h, false)
+				if got := h.snapshot(t); got != h.before {
+					t.Errorf("%s: the gate failed but the namespace differs from before:\n%s", h.name, testnet.DiffLines(h.before, got))
+				}
+			default:
+				if seen && st.OK+st.Changed+st.Failures > 0 {
+					t.Errorf("%s (after the failing batch) was touched: %+v", h.name, st)
+				}
+				untouched(t, h)
+			}
+		}
+		if !strings.Contains(out, "lowlat gate: rolled back") {
+			t.Errorf("the play's output does not say the gate rolled back:\n%.3000s", out)
+		}
+	})
+
+	t.Run("check mode shows the diff and changes nothing", func(t *testing.T) {
+		stats, out, code := play(t, "lowlat.lowlat.canary", "--check", "--diff", "-e", "lowlat_canary_hosts=h3:h4")
+		if code != 0 {
+			t.Fatalf("check mode: exit %d\n%.3000s", code, out)
+		}
+		for _, h := range hosts[2:] {
+			if stats[h.name].Changed == 0 {
+				t.Errorf("%s: check mode reports no change: %+v", h.name, stats[h.name])
+			}
+			untouched(t, h)
+		}
+		if !strings.Contains(out, "--- before: qdisc/up0/root") || !strings.Contains(out, "+++ after: qdisc/up0/root") {
+			t.Errorf("check --diff shows no before/after for qdisc/up0/root:\n%.3000s", out)
+		}
+	})
+
+	t.Run("a successful play, then changed=0", func(t *testing.T) {
+		limit := []string{"-e", "lowlat_canary_hosts=h1:h3:h4"}
+		stats, out, code := play(t, append([]string{"lowlat.lowlat.canary"}, limit...)...)
+		if code != 0 {
+			t.Fatalf("play on h1, h3, h4: exit %d\n%.3000s", code, out)
+		}
+		if stats["h1"].Changed != 0 {
+			t.Errorf("h1 already had the change, but the play changed it: %+v", stats["h1"])
+		}
+		for _, h := range hosts[2:] {
+			if stats[h.name].Changed == 0 || stats[h.name].Failures != 0 {
+				t.Errorf("%s: %+v", h.name, stats[h.name])
+			}
+			gated(t, h, true)
+		}
+		stats, out, code = play(t, append([]string{"lowlat.lowlat.canary"}, limit...)...)
+		if code != 0 {
+			t.Fatalf("second play: exit %d\n%.3000s", code, out)
+		}
+		for _, n := range []string{"h1", "h3", "h4"} {
+			if s := stats[n]; s.Changed != 0 || s.OK == 0 {
+				t.Errorf("second run of a successful play: %s %+v", n, s)
+			}
+		}
+	})
+
+	t.Run("rollback restores every host", func(t *testing.T) {
+		stats, out, code := play(t, "lowlat.lowlat.rollback")
+		if code != 0 {
+			t.Fatalf("rollback play: exit %d\n%.3000s", code, out)
+		}
+		for i, h := range hosts {
+			if want := good(i); (stats[h.name].Changed > 0) != want {
+				t.Errorf("%s: rollback changed=%d, want changed %v", h.name, stats[h.name].Changed, want)
+			}
+			if got := h.snapshot(t); got != h.before {
+				t.Errorf("%s: not restored exactly:\n%s", h.name, testnet.DiffLines(h.before, got))
+			}
+			if files := filesBelow(h.root); len(files) > 0 {
+				t.Errorf("%s: persisted files left after rollback: %v", h.name, files)
+			}
+		}
+	})
+}
+
+func (h *fleetHost) snapshot(t *testing.T) string { return h.ns.Snapshot(t, "up0") }
+
+// gated checks the host's journal: its newest gated transaction's verdict
+// is keep, and it is in force exactly when kept.
+func gated(t *testing.T, h *fleetHost, keep bool) {
+	t.Helper()
+	out, code := runCmd(t, h.ns.Command(exe, "status", "--json", "--journal", h.journal))
+	var st struct {
+		Active   []struct{ ID string } `json:"active"`
+		LastGate *struct {
+			Evidence *struct {
+				Keep   bool   `json:"keep"`
+				Reason string `json:"reason"`
+			} `json:"evidence"`
+		} `json:"last_gate"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.LastGate == nil || st.LastGate.Evidence == nil {
+		t.Errorf("%s: status shows no gate evidence: exit %d\n%s", h.name, code, out)
+		return
+	}
+	if st.LastGate.Evidence.Keep != keep || (len(st.Active) == 1) != keep {
+		t.Errorf("%s: gate keep=%v (%s), %d in force; want keep=%v", h.name, st.LastGate.Evidence.Keep, st.LastGate.Evidence.Reason, len(st.Active), keep)
+	}
+	t.Logf("%s: gate keep=%v: %s", h.name, st.LastGate.Evidence.Keep, st.LastGate.Evidence.Reason)
+}
+
+// untouched checks that no play reached the host: no journal, no monitor
+// config, the namespace as before.
+func untouched(t *testing.T, h *fleetHost) {
+	t.Helper()
+	for _, p := range []string{h.journal, h.monitor} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s: %s exists", h.name, p)
+		}
+	}
+	if got := h.snapshot(t); got != h.before {
+		t.Errorf("%s: namespace changed:\n%s", h.name, testnet.DiffLines(h.before, got))
+	}
+}
+
+func filesBelow(root string) []string {
+	var out []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// collection copies deploy/ansible to DIR/collections/ansible_collections/
+// lowlat/lowlat, where Ansible, ansible-lint and ansible-test look for it.
+func collection(t *testing.T, dir string) string {
+	t.Helper()
+	col := filepath.Join(dir, "collections/ansible_collections/lowlat/lowlat")
+	if err := os.MkdirAll(filepath.Dir(col), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := filepath.Abs("../../deploy/ansible")
+	mustRun(t, "cp", "-r", src, col)
+	if err := os.WriteFile(filepath.Join(dir, "ansible.cfg"), []byte("[defaults]\ninterpreter_python = /usr/bin/python3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return col
+}
+
+// sanityTests are the ansible-test sanity tests that run here: the others
+// (ansible-doc, import, pep8, pylint, runtime-metadata, validate-modules,
+// yamllint) install their requirements from PyPI, which this machine cannot
+// reach. ansible-doc is run directly below instead.
+var sanityTests = []string{
+	"action-plugin-docs", "changelog", "compile", "empty-init", "future-import-boilerplate", "ignores",
+	"line-endings", "metaclass-boilerplate", "no-assert", "no-basestring", "no-dict-iteritems",
+	"no-dict-iterkeys", "no-dict-itervalues", "no-get-exception", "no-illegal-filenames", "no-main-display",
+	"no-smart-quotes", "no-unicode-literals", "pslint", "replace-urlopen", "shebang", "shellcheck",
+	"symlinks", "use-argspec-type-path", "use-compat-six",
+}
+
+func lintCollection(t *testing.T, dir, col string) {
+	env := append(os.Environ(), ansibleEnv(dir)...)
+	cmd := exec.Command("ansible-lint", "--nocolor", "--offline")
+	cmd.Dir, cmd.Env = col, env
+	if out, code := runCmd(t, cmd); code != 0 || !strings.Contains(out, "Passed") {
+		t.Errorf("ansible-lint: exit %d\n%s", code, out)
+	}
+	for _, m := range []string{"tune", "probe", "rollback", "facts"} {
+		cmd := exec.Command("ansible-doc", "lowlat.lowlat."+m)
+		cmd.Env = env
+		if out, code := runCmd(t, cmd); code != 0 || !strings.Contains(out, "EXAMPLES") || !strings.Contains(out, "RETURN VALUES") {
+			t.Errorf("ansible-doc lowlat.lowlat.%s: exit %d\n%s", m, code, out)
+		}
+	}
+	// ansible-test wants the collection under version control.
+	git := exec.Command("git", "init", "-q", ".")
+	git.Dir = col
+	if out, code := runCmd(t, git); code != 0 {
+		t.Fatalf("git init: %s", out)
+	}
+	args := []string{"sanity", "--python", "3.11"}
+	for _, s := range sanityTests {
+		args = append(args, "--test", s)
+	}
+	cmd = exec.Command("ansible-test", args...)
+	cmd.Dir, cmd.Env = col, env
+	if out, code := runCmd(t, cmd); code != 0 {
+		t.Errorf("ansible-test %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	}
+}
+
+// ansibleEnv points Ansible at the test's collection and SSH settings.
+func ansibleEnv(dir string) []string {
+	return []string{
+		"ANSIBLE_COLLECTIONS_PATH=" + filepath.Join(dir, "collections"),
+		"ANSIBLE_CONFIG=" + filepath.Join(dir, "ansible.cfg"),
+		"ANSIBLE_HOST_KEY_CHECKING=False",
+		"ANSIBLE_PIPELINING=True",
+		"ANSIBLE_STDOUT_CALLBACK=default",
+		"ANSIBLE_LOCAL_TEMP=" + filepath.Join(dir, "ansible-local"),
+		"ANSIBLE_SSH_CONTROL_PATH_DIR=" + filepath.Join(dir, "cp"),
+		"ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o ControlMaster=auto -o ControlPersist=60s",
+		"ANSIBLE_NOCOLOR=1",
+	}
+}
+
+// fleet builds the namespaces, starts the reflector and each host's sshd,
+// and records each host's namespace before any play.
+func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
+	t.Helper()
+	ip := func(ns *testnet.NS, args ...string) {
+		t.Helper()
+		if out, err := ns.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctl, srv := testnet.New(t), testnet.New(t)
+	ip(srv, "addr", "add", "10.99.0.1/32", "dev", "lo")
+	r := probe.NewReflector(probe.ReflectorConfig{MinInterval: time.Millisecond, MaxSessionsPerIP: -1, AllowLoad: true, LoadRate: -1, LoadDuration: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Do(func() error { return r.Listen(ctx, reflector) }); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = r.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "hostkey"))
+	pub, err := os.ReadFile(filepath.Join(dir, "id.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// sshd's privilege separation directory.
+	if _, err := os.Stat("/run/sshd"); err != nil {
+		if err := os.Mkdir("/run/sshd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove("/run/sshd") })
+	}
+
+	var hosts []*fleetHost
+	for i := 1; i <= fleetSize; i++ {
+		h, p := testnet.New(t), testnet.New(t)
+		sub, wan, mg := fmt.Sprintf("10.%d.0", 80+i), fmt.Sprintf("10.%d.0", 90+i), fmt.Sprintf("10.100.%d", i)
+		h.Veth(t, "up0", "pc0", p, 1)
+		p.Veth(t, "ps0", fmt.Sprintf("s%d", i), srv, 1)
+		h.Veth(t, "mg0", fmt.Sprintf("c%d", i), ctl, 1)
+		ip(h, "addr", "add", sub+".2/24", "dev", "up0")
+		ip(h, "route", "add", "default", "via", sub+".1")
+		ip(h, "addr", "add", mg+".2/24", "dev", "mg0")
+		ip(ctl, "addr", "add", mg+".1/24", "dev", fmt.Sprintf("c%d", i))
+		ip(p, "addr", "add", sub+".1/24", "dev", "pc0")
+		ip(p, "addr", "add", wan+".1/24", "dev", "ps0")
+		ip(p, "route", "add", "10.99.0.1/32", "via", wan+".2")
+		ip(srv, "addr", "add", wan+".2/24", "dev", fmt.Sprintf("s%d", i))
+		ip(srv, "route", "add", sub+".0/24", "via", wan+".1")
+		if err := p.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0) }); err != nil {
+			t.Fatal(err)
+		}
+		if i != badHost {
+			// The provider's cap: 2 Mbit/s with a FIFO that holds 2 s of
+			// it, the bufferbloat the profile fixes.
+			if out, err := p.Command("tc", "qdisc", "add", "dev", "ps0", "root", "tbf", "rate", "2mbit", "burst", "4096", "latency", "2s").CombinedOutput(); err != nil {
+				t.Fatalf("tc: %v\n%s", err, out)
+			}
+		}
+		name := fmt.Sprintf("h%d", i)
+		hd := filepath.Join(dir, name)
+		os.MkdirAll(hd, 0o700)
+		cfg := filepath.Join(hd, "sshd_config")
+		os.WriteFile(cfg, []byte(fmt.Sprintf(`ListenAddress %s.2:22
+HostKey %s
+AuthorizedKeysFile %s
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile %s
+Subsystem sftp /usr/lib/openssh/sftp-server
+LogLevel ERROR
+`, mg, filepath.Join(dir, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))), 0o600)
+		sshd := h.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+		var logb strings.Builder
+		sshd.Stdout, sshd.Stderr = &logb, &logb
+		if err := sshd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { sshd.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			sshd.Process.Kill()
+			<-exited
+			if t.Failed() && logb.Len() > 0 {
+				t.Logf("%s sshd:\n%s", name, logb.String())
+			}
+		})
+		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
+		fh.before = fh.snapshot(t)
+		hosts = append(hosts, fh)
+	}
+	// Wait for every sshd to listen.
+	for _, h := range hosts {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			cmd := ctl.Command("ssh", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "ConnectTimeout=2", "-i", filepath.Join(dir, "id"), "root@"+h.mgmt, "true")
+			if err := cmd.Run(); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: sshd at %s does not answer", h.name, h.mgmt)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return ctl, hosts
+}
+
+// inventory writes the fleet's inventory: one group, each host with its own
+// journal, persist root and monitor config; every host gates the same
+// change on the same probe.
+func inventory(t *testing.T, dir, deb string, hosts []*fleetHost) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("lowlat:\n  hosts:\n")
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "    %s:\n      ansible_host: %s\n      lowlat_journal: %s\n      lowlat_persist_root: %s\n      lowlat_monitor_config: %s\n", h.name, h.mgmt, h.journal, h.root, h.monitor)
+	}
+	fmt.Fprintf(&b, `  vars:
+    ansible_user: root
+    ansible_ssh_private_key_file: %s
+    lowlat_package: %s
+    lowlat_profile: capped-uplink
+    lowlat_set:
+      rate: 2mbit
+    lowlat_persist: true
+    lowlat_prove: %s
+    lowlat_settle: 1s
+    lowlat_monitor_targets:
+      - name: edge
+        kind: udp
+        address: "%s"
+        interval: 50ms
+        slo_p99: 30ms
+        labels:
+          role: edge
+`, filepath.Join(dir, "id"), deb, fleetProbe, reflector)
+	p := filepath.Join(dir, "inventory.yml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
