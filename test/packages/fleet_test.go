@@ -5,13 +5,16 @@ package packages
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,7 +97,7 @@ func TestFleetCanary(t *testing.T) {
 		cmd := ctl.Command("ansible-playbook", append([]string{"-i", inv}, args...)...)
 		cmd.Env = append(cmd.Env, ansibleEnv(dir)...)
 		start := time.Now()
-		out, code := runCmd(t, cmd)
+		out, code := runBounded(t, cmd, 5*time.Minute)
 		stats := recap(out)
 		if len(stats) == 0 {
 			t.Fatalf("ansible-playbook %v: exit %d, no recap:\n%s", args, code, out)
@@ -156,6 +159,10 @@ func TestFleetCanary(t *testing.T) {
 		}
 	})
 
+	t.Run("a host cut off mid-apply rolls back by itself", func(t *testing.T) {
+		unreachableMidApply(t, ctl, inv, dir, hosts[3])
+	})
+
 	t.Run("a successful play, then changed=0", func(t *testing.T) {
 		limit := []string{"-e", "lowlat_canary_hosts=h1:h3:h4"}
 		stats, out, code := play(t, append([]string{"lowlat.lowlat.canary"}, limit...)...)
@@ -202,6 +209,147 @@ func TestFleetCanary(t *testing.T) {
 }
 
 func (h *fleetHost) snapshot(t *testing.T) string { return h.ns.Snapshot(t, "up0") }
+
+// runBounded runs cmd for at most d: a play that hangs is killed and fails
+// the test instead of the test binary's timeout taking the cleanups with it.
+func runBounded(t *testing.T, cmd *exec.Cmd, d time.Duration) (string, int) {
+	t.Helper()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(d, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	if !timer.Stop() {
+		t.Fatalf("%s: killed after %v:\n%s", strings.Join(cmd.Args, " "), d, out.String())
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), ee.ExitCode()
+	}
+	t.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
+	return "", 0
+}
+
+// unreachableMidApply starts the canary play on host h, and while lowlat
+// is in the gate's measurement, with the change applied and awaiting its
+// verdict, cuts the host's management link and kills the apply (its SSH
+// session is gone with the controller). Nobody confirms and nobody rolls
+// back from outside: the host's own dead-man switch must.
+func unreachableMidApply(t *testing.T, ctl *testnet.NS, inv, dir string, h *fleetHost) {
+	cmd := ctl.Command("ansible-playbook", "-i", inv, "lowlat.lowlat.canary", "-e", "lowlat_canary_hosts="+h.name)
+	cmd.Env = append(cmd.Env, ansibleEnv(dir)...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	played := make(chan error, 1)
+	go func() { played <- cmd.Wait() }()
+	ended := false
+	defer func() {
+		if !ended {
+			cmd.Process.Kill()
+			<-played
+		}
+	}()
+	// Wait for the change to be applied and awaiting the gate's verdict.
+	var deadline time.Time
+	for start := time.Now(); deadline.IsZero(); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("%s: no transaction awaiting confirmation after 90 s:\n%s", h.name, out.String())
+		}
+		o, _ := runCmd(t, h.ns.Command(exe, "status", "--json", "--journal", h.journal))
+		var st struct {
+			Active []struct {
+				ConfirmBy *time.Time `json:"confirm_by"`
+				Confirmed bool       `json:"confirmed"`
+			} `json:"active"`
+		}
+		if json.Unmarshal([]byte(o), &st) == nil && len(st.Active) == 1 && st.Active[0].ConfirmBy != nil && !st.Active[0].Confirmed {
+			deadline = *st.Active[0].ConfirmBy
+		}
+	}
+	t.Logf("%s: applied, awaiting the gate's verdict, deadline in %v", h.name, time.Until(deadline).Round(time.Second))
+	if h.snapshot(t) == h.before {
+		t.Fatalf("%s: awaiting confirmation, but nothing is applied", h.name)
+	}
+	if o, err := h.ns.Command("ip", "link", "set", "mg0", "down").CombinedOutput(); err != nil {
+		t.Fatalf("cut %s's management link: %v %s", h.name, err, o)
+	}
+	defer h.ns.Command("ip", "link", "set", "mg0", "up").Run()
+	killed := 0
+	for _, pid := range applyPIDs(h.journal) {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("%s: no lowlat apply process to kill", h.name)
+	}
+	t.Logf("%s: cut off and apply killed %v before its deadline", h.name, time.Until(deadline).Round(time.Second))
+	select {
+	case err := <-played:
+		ended = true
+		if err == nil {
+			t.Errorf("the play passed although %s became unreachable:\n%s", h.name, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Errorf("the play did not end within 2 minutes of %s becoming unreachable", h.name)
+	}
+	if s := recap(out.String())[h.name]; s.Unreachable+s.Failures == 0 {
+		t.Errorf("%s: recap %+v, want unreachable or failed:\n%s", h.name, s, out.String())
+	}
+	t.Logf("%s: the play ended: %+v", h.name, recap(out.String())[h.name])
+	// The watchdog rolls back at the deadline.
+	for {
+		o, _ := runCmd(t, h.ns.Command(exe, "status", "--json", "--journal", h.journal))
+		var st struct {
+			Active []json.RawMessage `json:"active"`
+		}
+		if json.Unmarshal([]byte(o), &st) == nil && len(st.Active) == 0 {
+			break
+		}
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatalf("%s: still in force 20 s after its deadline:\n%s", h.name, o)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if time.Now().Before(deadline) {
+		t.Errorf("%s: rolled back before its deadline %v: by whom?", h.name, deadline)
+	}
+	h.ns.Command("ip", "link", "set", "mg0", "up").Run()
+	if got := h.snapshot(t); got != h.before {
+		t.Errorf("%s: not restored by its dead-man switch:\n%s", h.name, testnet.DiffLines(h.before, got))
+	}
+}
+
+// applyPIDs finds the lowlat apply processes using journal.
+func applyPIDs(journal string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "lowlat" && args[1] == "apply" && slices.Contains(args, journal) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
 
 // gated checks the host's journal: its newest gated transaction's verdict
 // is keep, and it is in force exactly when kept.
@@ -320,8 +468,9 @@ func ansibleEnv(dir string) []string {
 		"ANSIBLE_PIPELINING=True",
 		"ANSIBLE_STDOUT_CALLBACK=default",
 		"ANSIBLE_LOCAL_TEMP=" + filepath.Join(dir, "ansible-local"),
-		"ANSIBLE_SSH_CONTROL_PATH_DIR=" + filepath.Join(dir, "cp"),
-		"ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o ControlMaster=auto -o ControlPersist=60s",
+		// No ControlPersist: a persisting master would hold the play's output
+		// open, and a cut-off host's connection must fail on its own.
+		"ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o ControlMaster=no -o ServerAliveInterval=1 -o ServerAliveCountMax=3",
 		"ANSIBLE_NOCOLOR=1",
 	}
 }
