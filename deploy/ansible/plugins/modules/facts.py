@@ -21,13 +21,8 @@ options:
   profile:
     description: Judge the host against this profile too (C(doctor --profile)).
     type: str
-  binary:
-    description: The lowlat binary (a name on PATH or an absolute path).
-    type: str
-    default: lowlat
-  journal:
-    description: lowlat's journal (default C(/var/lib/lowlat/journal)).
-    type: path
+extends_documentation_fragment:
+  - lowlat.lowlat.lowlat
 notes:
   - Supports check mode.
 author:

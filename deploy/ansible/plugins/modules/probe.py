@@ -39,10 +39,8 @@ options:
   dscp:
     description: DSCP of the probes, e.g. C(EF).
     type: str
-  binary:
-    description: The lowlat binary (a name on PATH or an absolute path).
-    type: str
-    default: lowlat
+extends_documentation_fragment:
+  - lowlat.lowlat.lowlat.binary
 notes:
   - Supports check mode (the probe runs; it changes nothing).
 author:

@@ -26,13 +26,8 @@ options:
     description: Roll back every transaction in force, newest first.
     type: bool
     default: false
-  binary:
-    description: The lowlat binary (a name on PATH or an absolute path).
-    type: str
-    default: lowlat
-  journal:
-    description: lowlat's journal (default C(/var/lib/lowlat/journal)).
-    type: path
+extends_documentation_fragment:
+  - lowlat.lowlat.lowlat
 notes:
   - Needs root on the host.
   - Supports check mode and diff mode.

@@ -68,13 +68,8 @@ options:
   confirm:
     description: Dead-man switch, e.g. C(120s). Without O(prove), a later C(state=confirmed) task must confirm.
     type: str
-  binary:
-    description: The lowlat binary (a name on PATH or an absolute path).
-    type: str
-    default: lowlat
-  journal:
-    description: lowlat's journal (default C(/var/lib/lowlat/journal)).
-    type: path
+extends_documentation_fragment:
+  - lowlat.lowlat.lowlat
 notes:
   - Needs root on the host, as lowlat apply does.
   - Supports check mode and diff mode.
