@@ -26,7 +26,7 @@ BIN := bin/lowlat
 # Ansible collection's fleet test.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
-	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client
+	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).

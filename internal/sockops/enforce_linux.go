@@ -1,0 +1,343 @@
+package sockops
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// bpffsDefault is where bpffs is mounted when nothing has mounted it yet
+// (systemd mounts it there on boot; minimal systems may not).
+const bpffsDefault = "/sys/fs/bpf"
+
+// Pin names inside a namespace's directory.
+const (
+	pinLink    = "link"
+	pinProg    = "prog" // kernels without bpf_link for cgroups (< 5.7)
+	pinOptions = "options"
+	pinCounts  = "counts"
+)
+
+// Host is sock_ops enforcement in the caller's network namespace: one
+// program, attached to the root of the cgroup v2 hierarchy, and its maps,
+// pinned in bpffs under lowlat/sockops/<namespace>/.
+type Host struct {
+	// Dir is the pin directory.
+	Dir string
+	// Cgroup is the unified hierarchy's root, where the program attaches:
+	// a server's accepted connections belong to whatever cgroup the server
+	// runs in, and a port selector must see them all.
+	Cgroup string
+	// Netns is the namespace's cookie, 0 when the kernel cannot tell
+	// namespaces apart in sock_ops (the entries then apply in every one).
+	Netns   uint64
+	Support *Support
+
+	fs string // bpffs's mount point
+}
+
+// Open prepares enforcement in the caller's network namespace: it probes the
+// kernel, finds the cgroup v2 root and bpffs (mounting bpffs at /sys/fs/bpf
+// when nothing has), and names the pin directory. It attaches nothing.
+func Open() (*Host, error) {
+	sup, err := Probe()
+	if err != nil {
+		return nil, err
+	}
+	cg, err := cgroup2Mount()
+	if err != nil {
+		return nil, err
+	}
+	fs, err := bpffs()
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{Cgroup: cg, Support: sup, fs: fs}
+	ns := "all"
+	if sup.NetnsCookie {
+		if h.Netns, err = netnsCookie(); err != nil {
+			return nil, err
+		}
+		ns = strconv.FormatUint(h.Netns, 10)
+	}
+	h.Dir = filepath.Join(fs, "lowlat", "sockops", ns)
+	return h, nil
+}
+
+// bpffs returns bpffs's mount point, mounting it at /sys/fs/bpf if needed.
+func bpffs() (string, error) {
+	dir, err := mountOf("bpf")
+	if err != nil || dir != "" {
+		return dir, err
+	}
+	if err := unix.Mount("bpf", bpffsDefault, "bpf", 0, "mode=0700"); err != nil {
+		return "", fmt.Errorf("mount bpffs on %s: %w", bpffsDefault, err)
+	}
+	return bpffsDefault, nil
+}
+
+// netnsCookie is the caller's network namespace cookie, as the kernel's
+// bpf_get_netns_cookie returns it (SO_NETNS_COOKIE, Linux 5.14).
+func netnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie: socket: %w", err)
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie: getsockopt SO_NETNS_COOKIE: %w", err)
+	}
+	return c, nil
+}
+
+// Read returns the entry for sel; an empty one when nothing is pinned.
+func (h *Host) Read(sel Selector) (Entry, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return Entry{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sock_ops %s: open pinned map: %w", sel, err)
+	}
+	defer m.Close()
+	var b []byte
+	if err := m.Lookup(key(h.Netns, sel.Port), &b); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return Entry{}, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("sock_ops %s: read entry: %w", sel, err)
+	}
+	return unmarshalEntry(b)
+}
+
+// Set makes e the entry for sel: attaching and pinning the program first
+// when none is, deleting the entry when e is empty, and detaching and
+// unpinning everything once no entry is left.
+func (h *Host) Set(sel Selector, e Entry) error {
+	for o := range e {
+		if err := h.Support.Check(o); err != nil {
+			return fmt.Errorf("sock_ops %s: %w", sel, err)
+		}
+	}
+	b, err := e.marshal()
+	if err != nil {
+		return fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	unlock, err := lockDir(h.fs)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(e) == 0 {
+		return h.delete(sel)
+	}
+	m, err := h.attach()
+	if err != nil {
+		return fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	defer m.Close()
+	if err := m.Put(key(h.Netns, sel.Port), b); err != nil {
+		return fmt.Errorf("sock_ops %s: write entry: %w", sel, err)
+	}
+	return nil
+}
+
+func (h *Host) delete(sel Selector) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return h.detach()
+	}
+	if err != nil {
+		return fmt.Errorf("sock_ops %s: open pinned map: %w", sel, err)
+	}
+	defer m.Close()
+	if err := m.Delete(key(h.Netns, sel.Port)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("sock_ops %s: delete entry: %w", sel, err)
+	}
+	var k, v []byte
+	if m.Iterate().Next(&k, &v) {
+		return nil // other selectors still enforced
+	}
+	return h.detach()
+}
+
+// attach returns the pinned options map, loading, attaching and pinning the
+// program and its maps when they are not there.
+func (h *Host) attach() (*ebpf.Map, error) {
+	if m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil); err == nil {
+		if h.attached() {
+			return m, nil
+		}
+		m.Close()
+	}
+	// Half-made pins (a crash between pinning and attaching) go first.
+	if err := h.detach(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pin directory: %w", err)
+	}
+	opts, err := newOptionsMap()
+	if err != nil {
+		return nil, bpfError("create the options map", err)
+	}
+	counts, err := newCountsMap()
+	if err != nil {
+		opts.Close()
+		return nil, bpfError("create the counts map", err)
+	}
+	defer counts.Close()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "lowlat_sockops",
+		Type:         ebpf.SockOps,
+		License:      "GPL",
+		Instructions: enforcer(opts, counts, h.Support.NetnsCookie),
+	})
+	if err != nil {
+		opts.Close()
+		return nil, bpfError("load the sock_ops program", err)
+	}
+	defer prog.Close()
+	fail := func(what string, err error) (*ebpf.Map, error) {
+		opts.Close()
+		_ = h.detach()
+		return nil, bpfError(what, err)
+	}
+	if err := opts.Pin(filepath.Join(h.Dir, pinOptions)); err != nil {
+		return fail("pin the options map", err)
+	}
+	if err := counts.Pin(filepath.Join(h.Dir, pinCounts)); err != nil {
+		return fail("pin the counts map", err)
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: h.Cgroup, Attach: ebpf.AttachCGroupSockOps, Program: prog})
+	if err != nil {
+		return fail("attach the sock_ops program to cgroup "+h.Cgroup, err)
+	}
+	defer l.Close()
+	if err := l.Pin(filepath.Join(h.Dir, pinLink)); err != nil {
+		// Before bpf_link (5.7) the attachment holds the program by itself:
+		// pin the program, so it can be found and detached later.
+		if perr := prog.Pin(filepath.Join(h.Dir, pinProg)); perr != nil {
+			_ = l.Close()
+			return fail("pin the sock_ops program", errors.Join(err, perr))
+		}
+	}
+	return opts, nil
+}
+
+// attached reports whether the program's link (or legacy program) is pinned.
+func (h *Host) attached() bool {
+	for _, p := range []string{pinLink, pinProg} {
+		if _, err := os.Stat(filepath.Join(h.Dir, p)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Pins lists lowlat's pinned objects in this namespace's directory: what
+// status checks against the journal, and what a crashed apply leaves.
+func (h *Host) Pins() []string {
+	var out []string
+	for _, p := range []string{pinLink, pinProg, pinOptions, pinCounts} {
+		if _, err := os.Stat(filepath.Join(h.Dir, p)); err == nil {
+			out = append(out, filepath.Join(h.Dir, p))
+		}
+	}
+	return out
+}
+
+// detach detaches the program and removes every pin and the directory.
+func (h *Host) detach() error {
+	var errs []error
+	lp := filepath.Join(h.Dir, pinLink)
+	if l, err := link.LoadPinnedLink(lp, nil); err == nil {
+		// Unpinned and closed, the link is gone and the program with it.
+		if err := l.Unpin(); err != nil {
+			errs = append(errs, fmt.Errorf("unpin %s: %w", lp, err))
+		}
+		l.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("open pinned link %s: %w", lp, err))
+	}
+	pp := filepath.Join(h.Dir, pinProg)
+	if prog, err := ebpf.LoadPinnedProgram(pp, nil); err == nil {
+		cg, err := os.Open(h.Cgroup)
+		if err == nil {
+			err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
+			cg.Close()
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("detach %s from %s: %w", pp, h.Cgroup, err))
+		}
+		prog.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("open pinned program %s: %w", pp, err))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, p := range []string{pinProg, pinOptions, pinCounts} {
+		if err := os.Remove(filepath.Join(h.Dir, p)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(h.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	// lowlat/sockops and lowlat go too once empty: nothing of lowlat's is
+	// left in bpffs. (Not empty: another namespace's entries.)
+	for d := filepath.Dir(h.Dir); d != h.fs && d != "." && d != "/"; d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Counts returns, per option, how many connections the program set it on
+// and how many refused it, since the program was attached.
+func (h *Host) Counts() (ok, refused map[Option]uint64, err error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinCounts), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("sock_ops: open pinned counts: %w", err)
+	}
+	defer m.Close()
+	ok, refused = map[Option]uint64{}, map[Option]uint64{}
+	for _, o := range Options() {
+		var a, r uint64
+		if err := m.Lookup(uint32(2*o), &a); err != nil {
+			return nil, nil, fmt.Errorf("sock_ops: read counts: %w", err)
+		}
+		if err := m.Lookup(uint32(2*o+1), &r); err != nil {
+			return nil, nil, fmt.Errorf("sock_ops: read counts: %w", err)
+		}
+		ok[o], refused[o] = a, r
+	}
+	return ok, refused, nil
+}
+
+// lockDir holds an exclusive flock on dir until the returned function is
+// called: two lowlat processes must not attach, or detach the last entry,
+// at the same time. The lock is on bpffs's root, which is never removed (a
+// lock on a pin directory would be lost when the last entry removes it).
+func lockDir(dir string) (func(), error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open pin directory %s: %w", dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock pin directory %s: %w", dir, err)
+	}
+	return func() { unix.Close(fd) }, nil
+}

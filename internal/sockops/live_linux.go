@@ -1,0 +1,157 @@
+package sockops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lowlat/lowlat/internal/sockets"
+)
+
+// Conn is one established connection a selector matches, in the caller's
+// network namespace, and the process holding it.
+type Conn struct {
+	Inode  uint64 `json:"inode"`
+	PID    int    `json:"pid"`
+	FD     int    `json:"fd"`
+	Comm   string `json:"comm"`
+	Local  string `json:"local"`
+	Remote string `json:"remote"`
+}
+
+func (c Conn) String() string {
+	return fmt.Sprintf("%s→%s (%s[%d] fd %d)", c.Local, c.Remote, c.Comm, c.PID, c.FD)
+}
+
+// Live says whether o can be set on a connection that already exists:
+// TCP_NODELAY, TCP_CONGESTION and TCP_NOTSENT_LOWAT can, through
+// setsockopt. An initial window means nothing once data has flowed, and the
+// delayed-ACK and RTO bounds exist only as bpf_setsockopt options.
+func (o Option) Live() bool {
+	return o == NoDelay || o == Congestion || o == NotSentLowat
+}
+
+// Conns lists the established connections whose local port is sel's. A
+// connection no visible process holds (an accept queue's, or one whose
+// owner this user may not inspect) has PID 0 and cannot be set.
+func Conns(ctx context.Context, sel Selector) ([]Conn, error) {
+	rep, err := sockets.Audit(ctx, sockets.Config{
+		Filter:    sockets.Filter{Port: sel.Port, States: []string{"established"}},
+		NoOptions: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sock_ops %s: list connections: %w", sel, err)
+	}
+	var out []Conn
+	for _, s := range rep.Sockets {
+		if localPort(s.Local) != sel.Port {
+			continue // matched on the remote port
+		}
+		out = append(out, Conn{Inode: s.Inode, PID: s.PID, FD: s.FD, Comm: s.Comm, Local: s.Local, Remote: s.Remote})
+	}
+	return out, nil
+}
+
+func localPort(addr string) uint16 {
+	i := strings.LastIndexByte(addr, ':')
+	n, _ := strconv.ParseUint(addr[i+1:], 10, 16)
+	return uint16(n)
+}
+
+// ErrGone marks a connection that closed (or whose process exited) since it
+// was listed: nothing to set, nothing to restore.
+var ErrGone = errors.New("connection closed")
+
+// ReadConn reads o on c.
+func ReadConn(c Conn, o Option) (string, error) {
+	var v string
+	err := withConn(c, func(fd int) (err error) {
+		v, err = getOpt(fd, o)
+		return err
+	})
+	return v, err
+}
+
+// SetConn sets o to v on c and returns the value it had.
+func SetConn(c Conn, o Option, v string) (prev string, err error) {
+	if !o.Live() {
+		return "", fmt.Errorf("%s on %s: only new connections can have it: %w", o, c, ErrUnsupported)
+	}
+	if err := o.CheckValue(v); err != nil {
+		return "", err
+	}
+	err = withConn(c, func(fd int) error {
+		var err error
+		if prev, err = getOpt(fd, o); err != nil {
+			return err
+		}
+		return setOpt(fd, o, o.canon(v))
+	})
+	if err != nil {
+		return "", fmt.Errorf("set %s=%s on %s: %w", o, v, c, err)
+	}
+	return prev, nil
+}
+
+// withConn duplicates c's descriptor from its owner (pidfd_getfd, Linux
+// 5.6), checks that it is still the same socket, and calls fn with the
+// duplicate, which shares the socket: an option set on it is set for the
+// application.
+func withConn(c Conn, fn func(fd int) error) error {
+	if c.PID == 0 {
+		return fmt.Errorf("%s: no visible process holds it", c)
+	}
+	pidfd, err := unix.PidfdOpen(c.PID, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", c.PID, err)
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.PidfdGetfd(pidfd, c.FD, 0)
+	switch {
+	case errors.Is(err, unix.EBADF), errors.Is(err, unix.ESRCH):
+		return ErrGone
+	case errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("this kernel has no pidfd_getfd (Linux 5.6): %w", ErrUnsupported)
+	case err != nil:
+		return fmt.Errorf("pidfd_getfd pid %d fd %d: %w", c.PID, c.FD, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat duplicate of pid %d fd %d: %w", c.PID, c.FD, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK || st.Ino != c.Inode {
+		return ErrGone // the number now holds another file
+	}
+	return fn(fd)
+}
+
+func getOpt(fd int, o Option) (string, error) {
+	if o == Congestion {
+		v, err := unix.GetsockoptString(fd, solTCP, tcpCongestion)
+		return strings.TrimRight(v, "\x00"), err
+	}
+	n, err := unix.GetsockoptInt(fd, solTCP, int(options[o].optname))
+	if o == NoDelay && n != 0 {
+		n = 1
+	}
+	return strconv.Itoa(n), err
+}
+
+func setOpt(fd int, o Option, v string) error {
+	if o == Congestion {
+		return unix.SetsockoptString(fd, solTCP, tcpCongestion, v)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return err
+	}
+	return unix.SetsockoptInt(fd, solTCP, int(options[o].optname), n)
+}

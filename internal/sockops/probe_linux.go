@@ -1,0 +1,218 @@
+package sockops
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Support is what the running kernel can do, found by Probe.
+type Support struct {
+	// NetnsCookie: the program can tell network namespaces apart (the
+	// bpf_get_netns_cookie helper in sock_ops, Linux 5.15). Without it an
+	// entry for a port applies to that port in every namespace.
+	NetnsCookie bool
+	// Refused holds, per option bpf_setsockopt refused in sock_ops, the
+	// kernel's reason. An option not in it was accepted.
+	Refused map[Option]error
+}
+
+// Check says whether o can be set, and why not.
+func (s *Support) Check(o Option) error {
+	if err, ok := s.Refused[o]; ok {
+		return fmt.Errorf("%s: bpf_setsockopt in sock_ops refuses it on this kernel (%v): %w", o, err, ErrUnsupported)
+	}
+	return nil
+}
+
+// Probe finds out what this kernel's sock_ops can do. It loads a throwaway
+// program that tries every option with a harmless value, attaches it to this
+// process's own cgroup (never the root: the program acts on nothing but the
+// probe's connection) and makes one loopback connection to itself, in the
+// caller's network namespace. Needs root (CAP_BPF and CAP_NET_ADMIN).
+func Probe() (*Support, error) {
+	if err := features.HaveProgramType(ebpf.SockOps); err != nil {
+		return nil, fmt.Errorf("sock_ops programs: %v: %w", err, ErrUnsupported)
+	}
+	cg, err := ownCgroup()
+	if err != nil {
+		return nil, err
+	}
+	s := &Support{Refused: map[Option]error{}}
+	s.NetnsCookie = features.HaveProgramHelper(ebpf.SockOps, asm.FnGetNetnsCookie) == nil
+
+	in, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: entrySize, MaxEntries: 1})
+	if err != nil {
+		return nil, bpfError("create the probe's map", err)
+	}
+	defer in.Close()
+	results, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8 * uint32(numOptions), MaxEntries: 1})
+	if err != nil {
+		return nil, bpfError("create the probe's map", err)
+	}
+	defer results.Close()
+	probe := Entry{Congestion: "reno"}
+	for _, o := range Options() {
+		if o != Congestion {
+			probe[o] = fmt.Sprint(options[o].probe)
+		}
+	}
+	b, _ := probe.marshal()
+	if err := in.Put(uint32(0), b); err != nil {
+		return nil, bpfError("fill the probe's map", err)
+	}
+	// A result the program never wrote stays 1, which no call returns.
+	pending := make([]byte, 8*numOptions)
+	for o := range numOptions {
+		putU64(pending[8*o:], 1)
+	}
+	if err := results.Put(uint32(0), pending); err != nil {
+		return nil, bpfError("fill the probe's map", err)
+	}
+
+	ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, fmt.Errorf("probe sock_ops: listen on loopback: %w", err)
+	}
+	defer ln.Close()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "lowlat_probe",
+		Type:         ebpf.SockOps,
+		License:      "GPL",
+		Instructions: prober(in, results, port),
+	})
+	if err != nil {
+		return nil, bpfError("load the probe program", err)
+	}
+	defer prog.Close()
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg, Attach: ebpf.AttachCGroupSockOps, Program: prog})
+	if err != nil {
+		return nil, bpfError("attach the probe program to cgroup "+cg, err)
+	}
+	defer l.Close()
+
+	c, err := net.DialTimeout("tcp4", ln.Addr().String(), 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("probe sock_ops: connect to %s: %w", ln.Addr(), err)
+	}
+	defer c.Close()
+	ln.SetDeadline(time.Now().Add(2 * time.Second))
+	a, err := ln.Accept()
+	if err != nil {
+		return nil, fmt.Errorf("probe sock_ops: accept on %s: %w", ln.Addr(), err)
+	}
+	a.Close()
+
+	var got []byte
+	if err := results.Lookup(uint32(0), &got); err != nil {
+		return nil, bpfError("read the probe's results", err)
+	}
+	for _, o := range Options() {
+		rc := int64(getU64(got[8*o:]))
+		switch {
+		case rc == 1:
+			return nil, fmt.Errorf("probe sock_ops: the probe program did not run on its connection (is this process's cgroup %s in the unified hierarchy?): %w", cg, ErrUnsupported)
+		case rc < 0:
+			s.Refused[o] = unix.Errno(-rc)
+		}
+	}
+	return s, nil
+}
+
+// bpfError names what failed, and says plainly when the cause is a missing
+// privilege or a kernel without BPF.
+func bpfError(what string, err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%s: %v (sock_ops needs root: CAP_BPF and CAP_NET_ADMIN)", what, err)
+	case errors.Is(err, unix.ENOSYS), errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("%s: this kernel has no BPF support (%v): %w", what, err, ErrUnsupported)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// cgroup2Mount finds where the unified cgroup hierarchy is mounted: /sys/fs/cgroup
+// on current systems, /sys/fs/cgroup/unified on hybrid ones.
+func cgroup2Mount() (string, error) {
+	dir, err := mountOf("cgroup2")
+	if err != nil {
+		return "", err
+	}
+	if dir == "" {
+		return "", fmt.Errorf("cgroup v2 is not mounted (this host has cgroup v1 only): sock_ops programs attach to the unified hierarchy: %w", ErrUnsupported)
+	}
+	return dir, nil
+}
+
+// ownCgroup is this process's cgroup v2 directory.
+func ownCgroup() (string, error) {
+	root, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(root, p), nil
+		}
+	}
+	return "", fmt.Errorf("/proc/self/cgroup has no cgroup v2 line: %w", ErrUnsupported)
+}
+
+// mountOf returns the first mount point of a filesystem type, "" if none.
+func mountOf(fstype string) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("read mounts: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) >= 5 && len(qf) >= 1 && qf[0] == fstype {
+			return unescapeMount(pf[4]), nil
+		}
+	}
+	return "", sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var n int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &n); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

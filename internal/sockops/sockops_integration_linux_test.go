@@ -1,0 +1,233 @@
+package sockops
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
+)
+
+func TestMain(m *testing.M) { testnet.Main(m) }
+
+// naglePy is runbook 001's gateway in miniature: it answers each request in
+// two small writes (a header, then a body) and never sets TCP_NODELAY, so
+// the body waits for the header's ACK, which the client delays (~40 ms).
+const naglePy = `
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+print("ready", flush=True)
+def serve(c):
+    while True:
+        d = c.recv(64)
+        if not d:
+            break
+        c.send(b"H" * 20)
+        c.send(b"B" * 100)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`
+
+// startNagle runs naglePy on port inside n until the test ends.
+func startNagle(t *testing.T, n *testnet.NS, port int) {
+	t.Helper()
+	cmd := n.Command("python3", "-c", naglePy, fmt.Sprint(port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the python server: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("python server on port %d: %q, %v", port, line, err)
+	}
+}
+
+// dial connects to 127.0.0.1:port inside n.
+func dial(t *testing.T, n *testnet.NS, port int) net.Conn {
+	t.Helper()
+	var c net.Conn
+	if err := n.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// p50 sends count requests on c and returns the median time to the whole
+// 120-byte answer.
+func p50(t *testing.T, c net.Conn, count int) time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	buf := make([]byte, 120)
+	for range count {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		t0 := time.Now()
+		if _, err := c.Write([]byte("q")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// lowlatPrograms lists the BPF programs on the host whose name is lowlat's,
+// as Debian's bpftool reports them.
+func lowlatPrograms(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("bpftool", "-j", "prog", "show").Output()
+	if err != nil {
+		t.Fatalf("bpftool prog show: %v", err)
+	}
+	var progs []struct {
+		ID   int    `json:"id"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(out, &progs); err != nil {
+		t.Fatalf("bpftool prog show: %v", err)
+	}
+	var ours []string
+	for _, p := range progs {
+		if strings.HasPrefix(p.Name, "lowlat_") {
+			ours = append(ours, fmt.Sprintf("%d %s", p.ID, p.Name))
+		}
+	}
+	return ours
+}
+
+// TestIntegrationNagleFixedFromOutside is runbook 001's night: a server that
+// replies in two writes without TCP_NODELAY stalls every answer on delayed
+// ACK. lowlat enforces TCP_NODELAY on its port without touching the server:
+// the sock_ops program for new connections, pidfd_getfd for the open one.
+// A second server on another port keeps its stall. Clearing the entry
+// detaches everything and restoring the open socket's value brings the
+// stall back.
+func TestIntegrationNagleFixedFromOutside(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	n := testnet.New(t)
+	const port, other = 7000, 7001
+	startNagle(t, n, port)
+	startNagle(t, n, other)
+
+	open := dial(t, n, port)
+	if d := p50(t, open, 10); d < 30*time.Millisecond {
+		t.Fatalf("before: p50 %v, want the Nagle/delayed-ACK stall (>= 30 ms)", d)
+	} else {
+		t.Logf("before: p50 %v", d)
+	}
+
+	var h *Host
+	var conns []Conn
+	prev := map[uint64]string{}
+	sel := Selector{Port: port}
+	if err := n.Do(func() (err error) {
+		if h, err = Open(); err != nil {
+			return err
+		}
+		if err := h.Support.Check(NoDelay); err != nil {
+			return err
+		}
+		if err := h.Set(sel, Entry{NoDelay: "1"}); err != nil {
+			return err
+		}
+		if conns, err = Conns(context.Background(), sel); err != nil {
+			return err
+		}
+		for _, c := range conns {
+			p, err := SetConn(c, NoDelay, "1")
+			if err != nil {
+				return err
+			}
+			prev[c.Inode] = p
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Do(func() error { return h.Set(sel, Entry{}) }) })
+	if len(conns) != 1 || prev[conns[0].Inode] != "0" || conns[0].Comm != "python3" {
+		t.Fatalf("open connections on port %d: %v, previous values %v; want the server's one socket, nodelay 0", port, conns, prev)
+	}
+	if got, err := h.Read(sel); err != nil || got.String() != "nodelay=1" {
+		t.Fatalf("entry for %s: %v, %v", sel, got, err)
+	}
+	if p := lowlatPrograms(t); len(p) == 0 {
+		t.Fatalf("bpftool shows no lowlat program while one is attached")
+	}
+
+	if d := p50(t, open, 20); d >= 2*time.Millisecond {
+		t.Errorf("already-open connection after the fix: p50 %v, want < 2 ms", d)
+	} else {
+		t.Logf("after, already-open connection: p50 %v", d)
+	}
+	fresh := dial(t, n, port)
+	if d := p50(t, fresh, 20); d >= 2*time.Millisecond {
+		t.Errorf("new connection after the fix: p50 %v, want < 2 ms", d)
+	} else {
+		t.Logf("after, new connection: p50 %v", d)
+	}
+	if d := p50(t, dial(t, n, other), 10); d < 30*time.Millisecond {
+		t.Errorf("the server on port %d is not selected but its p50 is %v (want the stall)", other, d)
+	}
+	if ok, refused, err := h.Counts(); err != nil || ok[NoDelay] == 0 || refused[NoDelay] != 0 {
+		t.Errorf("counts: nodelay set on %d, refused on %d (%v); want > 0 and 0", ok[NoDelay], refused[NoDelay], err)
+	}
+
+	// Roll back: the entry, then the open socket's previous value.
+	if err := n.Do(func() error {
+		if err := h.Set(sel, Entry{}); err != nil {
+			return err
+		}
+		for _, c := range conns {
+			if _, err := SetConn(c, NoDelay, prev[c.Inode]); err != nil && !errors.Is(err, ErrGone) {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.Pins(); len(p) != 0 {
+		t.Errorf("pins left after the last entry went: %v", p)
+	}
+	if _, err := os.Stat(h.fs + "/lowlat"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s/lowlat is still there (%v)", h.fs, err)
+	}
+	if p := lowlatPrograms(t); len(p) != 0 {
+		t.Errorf("bpftool still shows lowlat's programs: %v", p)
+	}
+	if d := p50(t, dial(t, n, port), 10); d < 30*time.Millisecond {
+		t.Errorf("new connection after rollback: p50 %v, want the stall back", d)
+	}
+	if d := p50(t, open, 10); d < 30*time.Millisecond {
+		t.Errorf("already-open connection after rollback: p50 %v, want the stall back", d)
+	}
+}
