@@ -103,7 +103,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 	if err != nil {
 		return err
 	}
-	pl, r, err := makePlan(f, pf, "apply")
+	pl, r, err := makePlan(ctx, f, pf, "apply")
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func runDoctor(ctx context.Context, env *Env, o *doctorOptions, args []string) e
 	nics, nicErr := knob.EthtoolOf(knob.Live)
 	opts := doctor.Options{Sampler: doctor.LiveSampler{Proc: "/proc", NICs: nics, NICErr: nicErr}, SampleWindow: o.window}
 	if o.plan.profile != "" {
-		pl, _, err := makePlan(f, &o.plan, "doctor")
+		pl, _, err := makePlan(ctx, f, &o.plan, "doctor")
 		if err != nil {
 			return err
 		}

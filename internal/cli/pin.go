@@ -138,7 +138,7 @@ func runPin(ctx context.Context, env *Env, o *pinOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	spec, err := pinPlan(f, &o.plan, o.cpus.cpus, o.numa)
+	spec, err := pinPlan(ctx, f, &o.plan, o.cpus.cpus, o.numa)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func runPin(ctx context.Context, env *Env, o *pinOptions, args []string) error {
 // pinPlan decides the CPUs and NUMA policy: --cpus, else the reserved CPUs,
 // else the plan's application CPUs (the NIC's node without the cores taking
 // its interrupts, runbook 002 §7).
-func pinPlan(f *host.Facts, pf *planFlags, cpus []int, numa string) (pinSpec, error) {
+func pinPlan(ctx context.Context, f *host.Facts, pf *planFlags, cpus []int, numa string) (pinSpec, error) {
 	s := pinSpec{Node: -1}
 	switch {
 	case len(cpus) > 0:
@@ -207,7 +207,7 @@ func pinPlan(f *host.Facts, pf *planFlags, cpus []int, numa string) (pinSpec, er
 		var pl *plan.Plan
 		var err error
 		if pf.profile != "" {
-			pl, _, err = makePlan(f, pf, "pin")
+			pl, _, err = makePlan(ctx, f, pf, "pin")
 		} else {
 			r := &profile.Resolved{Name: "pin", Settings: []profile.Setting{{Key: "irq.placement", Section: "irq", Name: "placement", Value: "numa-local"}}}
 			pl, err = plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})

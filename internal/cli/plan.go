@@ -21,6 +21,9 @@ type planFlags struct {
 	sets    setFlag
 	skips   listFlag
 	reserve cpuListFlag
+	// inline is a profile made by a command ('sockets --fix') instead of
+	// one named by --profile.
+	inline *profile.Profile
 }
 
 func (pf *planFlags) register(fs *pflag.FlagSet) {
@@ -32,17 +35,23 @@ func (pf *planFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&pf.reserve, "reserve-cpus", "keep these CPUs (`LIST`, e.g. 12-17) for the application: no interrupt goes to them or their SMT siblings")
 }
 
-func makePlan(f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Resolved, error) {
-	if pf.profile == "" {
-		return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --profile is required (built-in: %v)", cmd, profile.BuiltinNames())}
-	}
-	p, err := profile.Load(pf.profile)
-	if err != nil {
-		return nil, nil, err
+func makePlan(ctx context.Context, f *host.Facts, pf *planFlags, cmd string) (*plan.Plan, *profile.Resolved, error) {
+	p := pf.inline
+	if p == nil {
+		if pf.profile == "" {
+			return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --profile is required (built-in: %v)", cmd, profile.BuiltinNames())}
+		}
+		var err error
+		if p, err = profile.Load(pf.profile); err != nil {
+			return nil, nil, err
+		}
 	}
 	r, err := profile.Resolve(p, pf.sets, pf.skips...)
 	if err != nil {
 		return nil, nil, err
+	}
+	if r.Has("sockets") {
+		host.GatherSockOps(ctx, f)
 	}
 	pl, err := plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})
 	if err != nil {
@@ -78,7 +87,7 @@ func runPlan(ctx context.Context, env *Env, o *planOptions, args []string) error
 	if err != nil {
 		return err
 	}
-	pl, _, err := makePlan(f, &o.plan, "plan")
+	pl, _, err := makePlan(ctx, f, &o.plan, "plan")
 	if err != nil {
 		return err
 	}

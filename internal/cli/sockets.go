@@ -52,6 +52,7 @@ type socketsOptions struct {
 	require listFlag
 	noOpts  bool
 	json    bool
+	fix     fixOptions
 }
 
 func newSocketsCmd(env *Env) *cobra.Command {
@@ -70,6 +71,7 @@ func newSocketsCmd(env *Env) *cobra.Command {
 	f.Var(&o.require, "require", "exit 1 if a matching socket lacks `OPT` ("+strings.Join(sockets.OptionNames(), ", ")+"; !OPT for must-not-have); exit 3 if nothing could be verified")
 	f.BoolVar(&o.noOpts, "no-options", false, "do not duplicate sockets to read their options (tcp_info only)")
 	f.BoolVar(&o.json, "json", false, "print JSON")
+	o.fix.register(f)
 	return cmd
 }
 
@@ -82,6 +84,12 @@ func runSockets(ctx context.Context, env *Env, o *socketsOptions, args []string)
 	}
 	if o.port < 0 || o.port > 65535 {
 		return usage("--port %d: want 1-65535", o.port)
+	}
+	if len(o.fix.fix) > 0 {
+		return runFix(ctx, env, o)
+	}
+	if o.fix.set() {
+		return usage("--confirm, --persist, --yes, --dry-run and --journal go with --fix")
 	}
 	for _, s := range o.states {
 		if !sockets.ValidState(s) {
@@ -110,6 +118,7 @@ func runSockets(ctx context.Context, env *Env, o *socketsOptions, args []string)
 		}
 		return fmt.Errorf("sockets: %w", err)
 	}
+	markEnforced(rep)
 	var rr *requireResult
 	if len(reqs) > 0 {
 		rr = checkRequire(rep, reqs)
@@ -299,7 +308,7 @@ func optionsText(s *sockets.Socket) (string, report.Style) {
 			parts = append(parts, fmt.Sprintf("fastopen=%d", o.FastOpenQLen))
 		}
 	} else if o.NoDelay {
-		parts = append(parts, "nodelay")
+		parts = append(parts, "nodelay"+byLowlat(s, "nodelay"))
 	} else {
 		parts = append(parts, "NAGLE")
 		if sockets.SmallWrites(s) {
@@ -312,10 +321,11 @@ func optionsText(s *sockets.Socket) (string, report.Style) {
 	if o.ReusePort {
 		parts = append(parts, "reuseport")
 	}
-	parts = append(parts, "snd="+sizeText(o.SndBuf), "rcv="+sizeText(o.RcvBuf), o.Congestion)
+	parts = append(parts, "snd="+sizeText(o.SndBuf), "rcv="+sizeText(o.RcvBuf), o.Congestion+byLowlat(s, "congestion="+o.Congestion))
 	if o.NotSentLowat > 0 {
-		parts = append(parts, "lowat="+sizeText(int(o.NotSentLowat)))
+		parts = append(parts, "lowat="+sizeText(int(o.NotSentLowat))+byLowlat(s, fmt.Sprintf("notsent_lowat=%d", o.NotSentLowat)))
 	}
+
 	if o.TOS != 0 {
 		parts = append(parts, fmt.Sprintf("tos=0x%02x", o.TOS))
 	}

@@ -59,11 +59,28 @@ func checkNagle(f *host.Facts, _ Options) []Finding {
 			Summary: fmt.Sprintf("%s (pid %d) has %d connections without TCP_NODELAY sending small segments: with the peer's delayed ACK, a write-write-read exchange stalls about 40 ms (runbook 001: P99 85 ms)",
 				orDefault(p.Comm, "?"), p.PID, p.SmallWrites),
 			Evidence: ev,
-			Fix:      nagleFix(p.Runtime) + "; for request/response also TCP_QUICKACK after each read. Check it at startup: lowlat sockets --pid PID --require nodelay --port PORT",
+			Fix: "If the application cannot be changed (closed-source or vendor servers), enforce it from outside, reversibly and without a restart: " +
+				"lowlat sockets --fix nodelay --port " + naglePort(&p) + " --confirm 5m (new connections through sock_ops, open ones through pidfd; 'lowlat rollback' undoes it). " +
+				"In the application: " + nagleFix(p.Runtime) + "; for request/response also TCP_QUICKACK after each read. Check it at startup: lowlat sockets --pid PID --require nodelay --port PORT",
 			Source:   runbook001,
 		})
 	}
 	return out
+}
+
+// naglePort names the listening port of p whose accepted connections lack
+// TCP_NODELAY, for the fix's command line; "PORT" when it cannot tell.
+func naglePort(p *sockets.ProcessSummary) string {
+	listens := map[uint16]bool{}
+	for _, l := range p.Listeners {
+		listens[l.Port] = true
+	}
+	for _, b := range p.ByPort {
+		if listens[b.Port] && b.OptionsKnown > b.NoDelay {
+			return strconv.Itoa(int(b.Port))
+		}
+	}
+	return "PORT"
 }
 
 // nagleFix is runbook 001 §2's advice for the process's language.

@@ -19,6 +19,8 @@ func socketFacts() *host.Facts {
 		SNMP:    map[string]map[string]int64{"TcpExt": {"DelayedACKs": 1234}},
 		Sockets: &sockets.Summary{Live: true, Processes: []sockets.ProcessSummary{
 			{PID: 10, Comm: "java", Runtime: "java", Established: 5, OptionsKnown: 5, NoDelay: 1, SmallWrites: 3,
+				Listeners: []sockets.ListenerSummary{{Local: "0.0.0.0:4001", Port: 4001}},
+				ByPort:    []sockets.PortSummary{{Port: 4001, Established: 5, OptionsKnown: 5, NoDelay: 1}},
 				Examples: []sockets.ConnSummary{{Local: "10.0.0.1:4001", Remote: "10.0.0.9:5000", BytesPerSegment: 96, DataSegsOut: 400, ATOus: 40000}}},
 			{PID: 11, Comm: "gateway", Runtime: "go", Established: 5, OptionsKnown: 5, NoDelay: 5},
 			{PID: 20, Comm: "nginx", Runtime: "nginx", ConfigPath: "/etc/nginx/nginx.conf",
@@ -44,6 +46,11 @@ func TestSocketChecks(t *testing.T) {
 	ng := by["nagle-risk"]
 	if len(ng) != 1 || ng[0].Evidence["pid"] != "10" || !strings.Contains(ng[0].Fix, "ChannelOption.TCP_NODELAY") || ng[0].Evidence["TcpExt.DelayedACKs"] != "1234" {
 		t.Fatalf("nagle-risk (only the Java process; nginx is judged by its config): %+v", ng)
+	}
+	// When the application cannot be changed, lowlat's own fix comes first,
+	// on the port whose connections lack the option.
+	if !strings.HasPrefix(ng[0].Fix, "If the application cannot be changed") || !strings.Contains(ng[0].Fix, "lowlat sockets --fix nodelay --port 4001 ") {
+		t.Errorf("nagle-risk fix: %q", ng[0].Fix)
 	}
 	nd := by["proxy-tcp-nodelay"]
 	if len(nd) != 2 {

@@ -58,10 +58,28 @@ type Facts struct {
 	// Nagle and proxy checks also run on a capture. Nil when not gathered
 	// (a tree without proxy configurations, an older capture).
 	Sockets *sockets.Summary `json:"sockets,omitempty"`
+	// SockOps is what this kernel's sock_ops can set and what lowlat
+	// enforces through it in this namespace. Nil when not gathered: only a
+	// plan with [[sockets]] settings asks, on the live host.
+	SockOps *SockOps `json:"sock_ops,omitempty"`
 
 	// Errors lists what could not be read, by source. A missing fact is never
 	// silently a zero value: checks consult this before concluding anything.
 	Errors []FactError `json:"errors,omitempty"`
+}
+
+// SockOps is sock_ops support and lowlat's entries, found by probing.
+type SockOps struct {
+	// Unsupported says why no sock_ops program can be attached here (no
+	// BPF, cgroup v1 only, not root); "" when one can.
+	Unsupported string `json:"unsupported,omitempty"`
+	// NetnsCookie: entries can be kept to this network namespace (5.15).
+	NetnsCookie bool `json:"netns_cookie"`
+	// Refused maps each option bpf_setsockopt refuses in sock_ops to the
+	// kernel's reason.
+	Refused map[string]string `json:"refused,omitempty"`
+	// Entries are lowlat's entries in force here: selector → option → value.
+	Entries map[string]map[string]string `json:"entries,omitempty"`
 }
 
 // FactError records one source that could not be read, and why.

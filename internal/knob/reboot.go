@@ -8,6 +8,8 @@ import "strings"
 var volatileKinds = map[string]bool{
 	"sysctl": true, "sysfs": true, "qdisc": true, "route": true, "ethtool": true,
 	"irq": true, "queue": true, "cpufreq": true, "block": true,
+	// bpffs is in memory, and connections end with the boot.
+	"sockopt": true, "socket": true,
 }
 
 // deviceKinds act on a device that can disappear (an interface unplugged

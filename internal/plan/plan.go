@@ -134,6 +134,8 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 			devs = append(devs, routeRows(f, ifaces, s)...)
 		case "sysfs":
 			devs = append(devs, sysfsRow(f, s))
+		case "sockets":
+			devs = append(devs, socketRows(f, s)...)
 		}
 	}
 	// NIC, interrupt and storage knobs go first: a rollback restores them

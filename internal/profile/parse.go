@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/lowlat/lowlat/internal/sockops"
 )
 
 // settingFields are the keys a setting table may hold.
@@ -28,16 +30,32 @@ func Parse(file string, data []byte) (*Profile, error) {
 		e := p.toml.Expression()
 		switch e.Kind {
 		case unstable.Table:
+			if err := p.endSockets(); err != nil {
+				return nil, err
+			}
 			parts, poss := p.keyPartsPos(e)
 			table = parts
 			if err := p.checkTable(parts, poss); err != nil {
 				return nil, err
 			}
 		case unstable.ArrayTable:
-			_, pos := p.keyParts(e)
-			return nil, errAt(pos, "arrays of tables ([[...]]) are not used in profiles")
+			parts, pos := p.keyParts(e)
+			if len(parts) != 1 || parts[0] != "sockets" {
+				return nil, errAt(pos, "arrays of tables ([[...]]) are used only for [[sockets]]")
+			}
+			if err := p.endSockets(); err != nil {
+				return nil, err
+			}
+			p.sock = &socketsBlock{pos: pos}
+			table = []string{"[[sockets]]"}
 		case unstable.KeyValue:
 			parts, pos := p.keyParts(e)
+			if p.sock != nil {
+				if err := p.socketsKey(parts, pos, e.Value()); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			base := table
 			if len(table) >= 2 && table[0] != "params" {
 				// Inside [section.NAME] only setting fields may appear.
@@ -60,6 +78,9 @@ func Parse(file string, data []byte) (*Profile, error) {
 		}
 		return nil, errAt(Pos{File: file}, "TOML syntax: %v", err)
 	}
+	if err := p.endSockets(); err != nil {
+		return nil, err
+	}
 	if err := p.finish(); err != nil {
 		return nil, err
 	}
@@ -75,6 +96,8 @@ type parser struct {
 	// settings by key while parsing, in file order.
 	order []string
 	byKey map[string]*Setting
+	// sock is the [[sockets]] block being read.
+	sock *socketsBlock
 }
 
 func (p *parser) pos(r unstable.Range) Pos {
@@ -165,6 +188,8 @@ func (p *parser) keyValue(full []string, pos Pos, v *unstable.Node) error {
 		return p.param(full, pos, vpos, v)
 	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu":
 		return p.setting(full, pos, vpos, v)
+	case "sockets":
+		return errAt(pos, "socket options are written as [[sockets]] blocks with match = \"port:N\"")
 	}
 	return errAt(pos, "unknown key %q (known: %s, and sections %s)", strings.Join(full, "."), keys(topFields), strings.Join(Sections, ", "))
 }
@@ -395,6 +420,17 @@ func checkName(section, name string) error {
 		}
 	case "ethtool", "irq", "nvme", "cpu":
 		return checkNICName(section, name)
+	case "sockets":
+		sel, opt, ok := strings.Cut(name, "/")
+		if !ok {
+			return fmt.Errorf("socket setting %q: want SELECTOR/OPTION (port:7000/nodelay)", name)
+		}
+		if _, err := sockops.ParseSelector(sel); err != nil {
+			return err
+		}
+		if _, err := sockops.ParseOption(opt); err != nil {
+			return err
+		}
 	}
 	return nil
 }

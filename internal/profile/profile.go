@@ -41,7 +41,7 @@ func errAt(p Pos, format string, args ...any) *Error {
 }
 
 // Sections are the kinds of settings a profile may contain.
-var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu"}
+var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "sockets"}
 
 // Setting is one thing a profile sets.
 type Setting struct {
@@ -108,4 +108,14 @@ func SplitKey(key string) (section, name string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// Has reports whether any setting of r is in section.
+func (r *Resolved) Has(section string) bool {
+	for _, s := range r.Settings {
+		if s.Section == section {
+			return true
+		}
+	}
+	return false
 }

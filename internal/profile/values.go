@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/qdisc"
+	"github.com/lowlat/lowlat/internal/sockops"
 )
 
 // Values may use parameters: ${rate}, ${rate*0.9}, and helpers for shapers:
@@ -112,6 +113,13 @@ func checkResolved(section, name, v string) error {
 		}
 	case "ethtool", "irq", "nvme", "cpu":
 		return checkNICValue(section, name, v)
+	case "sockets":
+		_, o, _ := strings.Cut(name, "/")
+		opt, err := sockops.ParseOption(o)
+		if err != nil {
+			return err
+		}
+		return opt.CheckValue(v)
 	}
 	return nil
 }

@@ -47,6 +47,11 @@ type Socket struct {
 	TCPInfo *TCPInfo `json:"tcp_info"`
 	// Mem is the socket's memory accounting (INET_DIAG_SKMEMINFO).
 	Mem *Mem `json:"mem,omitempty"`
+	// Enforced lists the options lowlat's sock_ops entry for the socket's
+	// local port enforces ("nodelay", "initcwnd=40"), filled by 'lowlat
+	// sockets'; an option the socket has and Enforced names was set by
+	// lowlat, not by the application.
+	Enforced []string `json:"enforced_by_lowlat,omitempty"`
 
 	port     uint16 // local port, for filters
 	rport    uint16

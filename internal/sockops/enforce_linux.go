@@ -54,27 +54,99 @@ func Open() (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := bpffs()
+	fs, err := bpffs(true)
 	if err != nil {
 		return nil, err
 	}
 	h := &Host{Cgroup: cg, Support: sup, fs: fs}
-	ns := "all"
 	if sup.NetnsCookie {
 		if h.Netns, err = netnsCookie(); err != nil {
 			return nil, err
 		}
-		ns = strconv.FormatUint(h.Netns, 10)
 	}
-	h.Dir = filepath.Join(fs, "lowlat", "sockops", ns)
+	h.Dir = pinDir(fs, sup.NetnsCookie, h.Netns)
 	return h, nil
 }
 
-// bpffs returns bpffs's mount point, mounting it at /sys/fs/bpf if needed.
-func bpffs() (string, error) {
-	dir, err := mountOf("bpf")
-	if err != nil || dir != "" {
+// Locate finds what lowlat has pinned for the caller's network namespace
+// without probing the kernel or changing anything, for reads (status, plan
+// facts, an unprivileged user). Its Host can Read, list Entries, Pins and
+// Counts; Set needs Open.
+func Locate() (*Host, error) {
+	fs, err := bpffs(false)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{fs: fs}
+	if fs == "" {
+		return h, nil // nothing mounted, nothing pinned
+	}
+	c, err := netnsCookie()
+	if err == nil {
+		h.Netns = c
+		h.Dir = pinDir(fs, true, c)
+	}
+	// A kernel without the cookie in sock_ops pins under "all".
+	if all := pinDir(fs, false, 0); err != nil || !exists(h.Dir) && exists(all) {
+		h.Netns, h.Dir = 0, all
+	}
+	return h, nil
+}
+
+func pinDir(fs string, cookie bool, netns uint64) string {
+	ns := "all"
+	if cookie {
+		ns = strconv.FormatUint(netns, 10)
+	}
+	return filepath.Join(fs, "lowlat", "sockops", ns)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Entries lists every selector's entry in this namespace.
+func (h *Host) Entries() (map[Selector]Entry, error) {
+	out := map[Selector]Entry{}
+	if h.Dir == "" {
+		return out, nil
+	}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sock_ops: open pinned map: %w", err)
+	}
+	defer m.Close()
+	var k, v []byte
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if getU64(k) != h.Netns {
+			continue
+		}
+		e, err := unmarshalEntry(v)
+		if err != nil {
+			return nil, err
+		}
+		out[Selector{Port: uint16(getU32(k[8:]))}] = e
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("sock_ops: list entries: %w", err)
+	}
+	return out, nil
+}
+
+// bpffs returns bpffs's mount point; when none, mounts it at /sys/fs/bpf
+// if mount is set, otherwise returns "".
+func bpffs(mount bool) (string, error) {
+	dir, err := hostMount("bpf")
+	if err != nil || dir != "" || !mount {
 		return dir, err
+	}
+	if ownMountNS() {
+		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s)", bpffsDefault)
 	}
 	if err := unix.Mount("bpf", bpffsDefault, "bpf", 0, "mode=0700"); err != nil {
 		return "", fmt.Errorf("mount bpffs on %s: %w", bpffsDefault, err)
@@ -99,6 +171,9 @@ func netnsCookie() (uint64, error) {
 
 // Read returns the entry for sel; an empty one when nothing is pinned.
 func (h *Host) Read(sel Selector) (Entry, error) {
+	if h.Dir == "" {
+		return Entry{}, nil
+	}
 	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
 	if errors.Is(err, os.ErrNotExist) {
 		return Entry{}, nil
@@ -120,6 +195,9 @@ func (h *Host) Read(sel Selector) (Entry, error) {
 // when none is, deleting the entry when e is empty, and detaching and
 // unpinning everything once no entry is left.
 func (h *Host) Set(sel Selector, e Entry) error {
+	if h.Support == nil {
+		return fmt.Errorf("sock_ops %s: not opened for writing", sel)
+	}
 	for o := range e {
 		if err := h.Support.Check(o); err != nil {
 			return fmt.Errorf("sock_ops %s: %w", sel, err)
@@ -244,6 +322,9 @@ func (h *Host) attached() bool {
 // Pins lists lowlat's pinned objects in this namespace's directory: what
 // status checks against the journal, and what a crashed apply leaves.
 func (h *Host) Pins() []string {
+	if h.Dir == "" {
+		return nil
+	}
 	var out []string
 	for _, p := range []string{pinLink, pinProg, pinOptions, pinCounts} {
 		if _, err := os.Stat(filepath.Join(h.Dir, p)); err == nil {

@@ -27,14 +27,6 @@ func (c Conn) String() string {
 	return fmt.Sprintf("%s→%s (%s[%d] fd %d)", c.Local, c.Remote, c.Comm, c.PID, c.FD)
 }
 
-// Live says whether o can be set on a connection that already exists:
-// TCP_NODELAY, TCP_CONGESTION and TCP_NOTSENT_LOWAT can, through
-// setsockopt. An initial window means nothing once data has flowed, and the
-// delayed-ACK and RTO bounds exist only as bpf_setsockopt options.
-func (o Option) Live() bool {
-	return o == NoDelay || o == Congestion || o == NotSentLowat
-}
-
 // Conns lists the established connections whose local port is sel's. A
 // connection no visible process holds (an accept queue's, or one whose
 // owner this user may not inspect) has PID 0 and cannot be set.
@@ -89,7 +81,7 @@ func SetConn(c Conn, o Option, v string) (prev string, err error) {
 		if prev, err = getOpt(fd, o); err != nil {
 			return err
 		}
-		return setOpt(fd, o, o.canon(v))
+		return setOpt(fd, o, o.Canon(v))
 	})
 	if err != nil {
 		return "", fmt.Errorf("set %s=%s on %s: %w", o, v, c, err)

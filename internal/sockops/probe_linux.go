@@ -147,12 +147,12 @@ func bpfError(what string, err error) error {
 // cgroup2Mount finds where the unified cgroup hierarchy is mounted: /sys/fs/cgroup
 // on current systems, /sys/fs/cgroup/unified on hybrid ones.
 func cgroup2Mount() (string, error) {
-	dir, err := mountOf("cgroup2")
+	dir, err := hostMount("cgroup2")
 	if err != nil {
 		return "", err
 	}
 	if dir == "" {
-		return "", fmt.Errorf("cgroup v2 is not mounted (this host has cgroup v1 only): sock_ops programs attach to the unified hierarchy: %w", ErrUnsupported)
+		return "", fmt.Errorf("cgroup v2 is not mounted here (cgroup v1 only, or a private mount namespace such as ip netns exec's: use nsenter --net): sock_ops programs attach to the unified hierarchy: %w", ErrUnsupported)
 	}
 	return dir, nil
 }
@@ -175,9 +175,43 @@ func ownCgroup() (string, error) {
 	return "", fmt.Errorf("/proc/self/cgroup has no cgroup v2 line: %w", ErrUnsupported)
 }
 
-// mountOf returns the first mount point of a filesystem type, "" if none.
-func mountOf(fstype string) (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+// hostMount finds where a filesystem type is mounted, as this process can
+// reach it: in its own mount namespace, else in init's through /proc/1/root.
+// 'ip netns exec' runs a command in a private mount namespace with a fresh
+// /sys that has neither cgroup2 nor bpffs; the host's are the ones that
+// count (a pin in a private bpffs would vanish with the namespace, and the
+// program with it).
+func hostMount(fstype string) (string, error) {
+	dir, err := mountOf("/proc/self/mountinfo", fstype)
+	if err != nil || dir != "" {
+		return dir, err
+	}
+	if !ownMountNS() {
+		return "", nil
+	}
+	dir, err = mountOf("/proc/1/mountinfo", fstype)
+	if err != nil || dir == "" {
+		return "", nil
+	}
+	p := filepath.Join("/proc/1/root", dir)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s is mounted on the host at %s but not in this mount namespace, and %v: run lowlat with 'nsenter --net=/run/netns/NAME', which keeps the host's mounts, rather than 'ip netns exec'", fstype, dir, err)
+	}
+	return p, nil
+}
+
+// ownMountNS reports whether this process may be in a mount namespace of
+// its own, not init's (true when it cannot tell).
+func ownMountNS() bool {
+	a, err1 := os.Readlink("/proc/self/ns/mnt")
+	b, err2 := os.Readlink("/proc/1/ns/mnt")
+	return err1 != nil || err2 != nil || a != b
+}
+
+// mountOf returns the first mount point of a filesystem type in a
+// mountinfo file, "" if none.
+func mountOf(mountinfo, fstype string) (string, error) {
+	f, err := os.Open(mountinfo)
 	if err != nil {
 		return "", fmt.Errorf("read mounts: %w", err)
 	}

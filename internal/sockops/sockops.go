@@ -153,8 +153,16 @@ func (o Option) CheckValue(v string) error {
 	return nil
 }
 
-// canon returns the canonical text of a checked value ("1" for true).
-func (o Option) canon(v string) string {
+// Live says whether o can be set on a connection that already exists:
+// TCP_NODELAY, TCP_CONGESTION and TCP_NOTSENT_LOWAT can, through
+// setsockopt. An initial window means nothing once data has flowed, and the
+// delayed-ACK and RTO bounds exist only as bpf_setsockopt options.
+func (o Option) Live() bool {
+	return o == NoDelay || o == Congestion || o == NotSentLowat
+}
+
+// Canon returns the canonical text of a checked value ("1" for true).
+func (o Option) Canon(v string) string {
 	switch {
 	case o == NoDelay && v == "true":
 		return "1"
@@ -219,7 +227,7 @@ func (e Entry) marshal() ([]byte, error) {
 			copy(b[congestionOffset:], v)
 			continue
 		}
-		n, _ := strconv.ParseUint(o.canon(v), 10, 32)
+		n, _ := strconv.ParseUint(o.Canon(v), 10, 32)
 		putU32(b[options[o].offset:], uint32(n))
 	}
 	putU32(b[entryMaskOffset:], mask)

@@ -1,0 +1,131 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lowlat/lowlat/internal/host"
+	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/profile"
+	"github.com/lowlat/lowlat/internal/sockops"
+)
+
+// socketRows plans one [[sockets]] option: the sock_ops entry that new
+// connections get and, for an option an open connection can take, the
+// connections that exist now (set through pidfd_getfd).
+func socketRows(f *host.Facts, s profile.Setting) []Change {
+	selName, optName, _ := strings.Cut(s.Name, "/")
+	sel, err := sockops.ParseSelector(selName)
+	if err != nil {
+		c := row(s, "sockopt/"+s.Name)
+		c.Current, c.Desired = "-", s.Value
+		c.unsupported(err.Error())
+		return []Change{c}
+	}
+	opt, err := sockops.ParseOption(optName)
+	if err != nil {
+		c := row(s, "sockopt/"+s.Name)
+		c.Current, c.Desired = "-", s.Value
+		c.unsupported(err.Error())
+		return []Change{c}
+	}
+	ids := knob.SockoptIDs(sel, opt)
+	value := opt.Canon(s.Value)
+	entry := row(s, ids[0])
+	entry.Desired = value
+	so := f.SockOps
+	why := ""
+	switch {
+	case so == nil:
+		entry.Current = "?"
+		entry.decide(false)
+		entry.Note = "sock_ops support is probed on the host itself, not from captured facts"
+	case so.Unsupported != "":
+		why = so.Unsupported
+	case so.Refused[opt.String()] != "":
+		why = fmt.Sprintf("bpf_setsockopt in sock_ops refuses %s on this kernel (%s)", opt, so.Refused[opt.String()])
+	case opt == sockops.Congestion && congestionMissing(f, value) != "":
+		why = congestionMissing(f, value)
+	default:
+		entry.Current = knob.Absent
+		if v, ok := so.Entries[sel.String()][opt.String()]; ok {
+			entry.Current = v
+		}
+		entry.decide(entry.Current == value)
+		var notes []string
+		if !listening(f, sel.Port) {
+			notes = append(notes, fmt.Sprintf("nothing listens on port %d now: applies to the connections of a future listener", sel.Port))
+		}
+		if !so.NetnsCookie {
+			notes = append(notes, fmt.Sprintf("this kernel's sock_ops cannot tell network namespaces apart (5.15): applies to port %d in every namespace", sel.Port))
+		}
+		if !opt.Live() {
+			notes = append(notes, "new connections only: an open connection cannot take it")
+		}
+		entry.Note = strings.Join(notes, "; ")
+	}
+	if why != "" {
+		entry.Current = "-"
+		entry.unsupported(why)
+	}
+	if len(ids) == 1 {
+		return []Change{entry}
+	}
+
+	open := row(s, ids[1])
+	open.Desired = "*=" + value
+	est, known, have := portConns(f, sel.Port, opt)
+	switch {
+	case why != "":
+		open.Current = "-"
+		open.unsupported(why)
+	case !f.Kernel.Pidfd:
+		open.Current = "-"
+		open.unsupported("open connections: this kernel has no pidfd_getfd (5.6); new connections get the option")
+	case est == 0:
+		open.Current = knob.NoConnections
+		open.decide(true)
+		open.Note = "no open connection on the port now"
+	case opt == sockops.NoDelay && known == est:
+		open.Current = fmt.Sprintf("%d open, %d with nodelay", est, have)
+		open.decide(have == est)
+	default:
+		open.Current = fmt.Sprintf("%d open", est)
+		open.decide(false)
+		open.Note = "each connection's value is read, journaled and set at apply"
+	}
+	return []Change{entry, open}
+}
+
+// listening reports whether a process listens on port, by the socket audit.
+func listening(f *host.Facts, port uint16) bool {
+	if f.Sockets == nil {
+		return true // not known: say nothing
+	}
+	for _, p := range f.Sockets.Processes {
+		for _, l := range p.Listeners {
+			if l.Port == port {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// portConns counts the established connections on local port, how many
+// have known options, and how many have TCP_NODELAY.
+func portConns(f *host.Facts, port uint16, opt sockops.Option) (est, known, nodelay int) {
+	if f.Sockets == nil {
+		return 0, 0, 0
+	}
+	for _, p := range f.Sockets.Processes {
+		for _, b := range p.ByPort {
+			if b.Port == port {
+				est += b.Established
+				known += b.OptionsKnown
+				nodelay += b.NoDelay
+			}
+		}
+	}
+	return est, known, nodelay
+}
