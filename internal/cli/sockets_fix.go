@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/profile"
 	"github.com/lowlat/lowlat/internal/sockets"
 	"github.com/lowlat/lowlat/internal/sockops"
@@ -79,6 +80,26 @@ func runFix(ctx context.Context, env *Env, o *socketsOptions) error {
 	}
 	if o.pid != 0 || o.comm != "" || len(o.states) > 0 || len(o.require) > 0 || o.noOpts {
 		return &ExitError{Code: 2, Err: fmt.Errorf("sockets --fix selects connections by --port only (--pid, --comm, --state, --require and --no-options are for the audit)")}
+	}
+	// What the kernel or the host cannot do is the command's error, before
+	// anything is changed: a --fix that leaves out what it was asked for is
+	// not a fix.
+	f, err := (&factsSource{}).load(ctx)
+	if err != nil {
+		return err
+	}
+	pl, _, err := makePlan(ctx, f, &planFlags{inline: p, sets: setFlag{}}, "sockets --fix")
+	if err != nil {
+		return err
+	}
+	var why []string
+	for _, c := range pl.Changes {
+		if c.Action == plan.Skip && !slices.Contains(why, c.Reason) {
+			why = append(why, c.Reason)
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("sockets --fix: %s (nothing was changed)", strings.Join(why, "; "))
 	}
 	ao := &applyOptions{
 		plan:    planFlags{inline: p, sets: setFlag{}},

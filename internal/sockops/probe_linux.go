@@ -43,6 +43,9 @@ func (s *Support) Check(o Option) error {
 // caller's network namespace. Needs root (CAP_BPF and CAP_NET_ADMIN).
 func Probe() (*Support, error) {
 	if err := features.HaveProgramType(ebpf.SockOps); err != nil {
+		if errors.Is(err, unix.ENOSYS) {
+			return nil, fmt.Errorf("this kernel has no BPF (bpf() answers ENOSYS: built without CONFIG_BPF_SYSCALL): %w", ErrUnsupported)
+		}
 		return nil, fmt.Errorf("sock_ops programs: %v: %w", err, ErrUnsupported)
 	}
 	cg, err := ownCgroup()
@@ -182,14 +185,14 @@ func ownCgroup() (string, error) {
 // count (a pin in a private bpffs would vanish with the namespace, and the
 // program with it).
 func hostMount(fstype string) (string, error) {
-	dir, err := mountOf("/proc/self/mountinfo", fstype)
+	dir, err := mountOf(mountinfoSelf, fstype)
 	if err != nil || dir != "" {
 		return dir, err
 	}
 	if !ownMountNS() {
 		return "", nil
 	}
-	dir, err = mountOf("/proc/1/mountinfo", fstype)
+	dir, err = mountOf(mountinfoInit, fstype)
 	if err != nil || dir == "" {
 		return "", nil
 	}
@@ -200,6 +203,10 @@ func hostMount(fstype string) (string, error) {
 	return p, nil
 }
 
+// The mount tables of this process and of init (a test build can replace
+// them).
+var mountinfoSelf, mountinfoInit = "/proc/self/mountinfo", "/proc/1/mountinfo"
+
 // ownMountNS reports whether this process may be in a mount namespace of
 // its own, not init's (true when it cannot tell).
 func ownMountNS() bool {
@@ -208,14 +215,17 @@ func ownMountNS() bool {
 	return err1 != nil || err2 != nil || a != b
 }
 
-// mountOf returns the first mount point of a filesystem type in a
-// mountinfo file, "" if none.
+// mountOf returns where a filesystem type is mounted in a mountinfo file:
+// the most recent mount whose directory is reachable (a later mount can
+// cover an earlier one, as a namespace's own /sys covers the host's), ""
+// if none.
 func mountOf(mountinfo, fstype string) (string, error) {
 	f, err := os.Open(mountinfo)
 	if err != nil {
 		return "", fmt.Errorf("read mounts: %w", err)
 	}
 	defer f.Close()
+	var found []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
@@ -225,10 +235,34 @@ func mountOf(mountinfo, fstype string) (string, error) {
 		}
 		pf, qf := strings.Fields(pre), strings.Fields(post)
 		if len(pf) >= 5 && len(qf) >= 1 && qf[0] == fstype {
-			return unescapeMount(pf[4]), nil
+			found = append(found, unescapeMount(pf[4]))
 		}
 	}
-	return "", sc.Err()
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	for i := len(found) - 1; i >= 0; i-- {
+		if mountinfo != mountinfoSelf || isMountPoint(found[i], fstype) {
+			return found[i], nil
+		}
+	}
+	return "", nil
+}
+
+// isMountPoint reports whether dir shows a filesystem of fstype now: not
+// covered by a later mount.
+func isMountPoint(dir, fstype string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return false
+	}
+	switch fstype {
+	case "bpf":
+		return st.Type == unix.BPF_FS_MAGIC
+	case "cgroup2":
+		return st.Type == unix.CGROUP2_SUPER_MAGIC
+	}
+	return true
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

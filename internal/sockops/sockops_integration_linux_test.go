@@ -1,16 +1,13 @@
 package sockops
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,81 +17,11 @@ import (
 
 func TestMain(m *testing.M) { testnet.Main(m) }
 
-// naglePy is runbook 001's gateway in miniature: it answers each request in
-// two small writes (a header, then a body) and never sets TCP_NODELAY, so
-// the body waits for the header's ACK, which the client delays (~40 ms).
-const naglePy = `
-import socket, sys, threading
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(64)
-print("ready", flush=True)
-def serve(c):
-    while True:
-        d = c.recv(64)
-        if not d:
-            break
-        c.send(b"H" * 20)
-        c.send(b"B" * 100)
-    c.close()
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-`
+func dial(t *testing.T, n *testnet.NS, port int) net.Conn { return testnet.Dial(t, n, port) }
 
-// startNagle runs naglePy on port inside n until the test ends.
-func startNagle(t *testing.T, n *testnet.NS, port int) {
-	t.Helper()
-	cmd := n.Command("python3", "-c", naglePy, fmt.Sprint(port))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the python server: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("python server on port %d: %q, %v", port, line, err)
-	}
-}
-
-// dial connects to 127.0.0.1:port inside n.
-func dial(t *testing.T, n *testnet.NS, port int) net.Conn {
-	t.Helper()
-	var c net.Conn
-	if err := n.Do(func() (err error) {
-		c, err = net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// p50 sends count requests on c and returns the median time to the whole
-// 120-byte answer.
+// p50 is the median of count request/answer round trips on c.
 func p50(t *testing.T, c net.Conn, count int) time.Duration {
-	t.Helper()
-	var ds []time.Duration
-	buf := make([]byte, 120)
-	for range count {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		t0 := time.Now()
-		if _, err := c.Write([]byte("q")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, time.Since(t0))
-	}
-	slices.Sort(ds)
-	return ds[len(ds)/2]
+	return testnet.Quantile(testnet.RoundTrips(t, c, count), 0.5)
 }
 
 // lowlatPrograms lists the BPF programs on the host whose name is lowlat's,
@@ -134,8 +61,8 @@ func TestIntegrationNagleFixedFromOutside(t *testing.T) {
 	}
 	n := testnet.New(t)
 	const port, other = 7000, 7001
-	startNagle(t, n, port)
-	startNagle(t, n, other)
+	testnet.NagleServer(t, n, port)
+	testnet.NagleServer(t, n, other)
 
 	open := dial(t, n, port)
 	if d := p50(t, open, 10); d < 30*time.Millisecond {

@@ -206,13 +206,25 @@ func enterAndExec(name string, argv []string) error {
 	if err := nsthread.NS(h).Join(); err != nil {
 		return fmt.Errorf("netns %s: %w", name, err)
 	}
-	// sysfs shows the devices of the namespace that mounted it: remount so
-	// /sys/class/net lists the namespace's interfaces, as ip netns exec does.
-	if err := unix.Unmount("/sys", unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("unmount /sys: %w", err)
+	// The host's bpffs and cgroup2 mounts live under /sys too: hold on to
+	// them, so a program under test finds the host's (sock_ops pins must
+	// outlive this mount namespace), as it would run with nsenter --net.
+	keep, err := hostSysMounts()
+	if err != nil {
+		return err
 	}
+	// sysfs shows the devices of the namespace that mounted it: mount one
+	// on /sys so /sys/class/net lists the namespace's interfaces, as ip
+	// netns exec does. It covers the host's /sys rather than replacing it:
+	// the mounts held above must stay in this namespace to be bound again.
 	if err := unix.Mount(name, "/sys", "sysfs", 0, ""); err != nil {
 		return fmt.Errorf("mount sysfs: %w", err)
+	}
+	for _, m := range keep {
+		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", m.fd), m.target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the host's %s on %s: %w", m.fstype, m.target, err)
+		}
+		unix.Close(m.fd)
 	}
 	path := argv[0]
 	if !strings.Contains(path, "/") {
@@ -221,4 +233,39 @@ func enterAndExec(name string, argv []string) error {
 		}
 	}
 	return syscall.Exec(path, argv, os.Environ())
+}
+
+// sysMount is a host mount under /sys carried into a namespace's new /sys.
+type sysMount struct {
+	fstype, target string
+	fd             int
+}
+
+// hostSysMounts opens the first bpffs and cgroup2 mounts under /sys, to be
+// bound at /sys/fs/bpf and /sys/fs/cgroup (directories every sysfs has).
+func hostSysMounts() ([]sysMount, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	targets := map[string]string{"bpf": "/sys/fs/bpf", "cgroup2": "/sys/fs/cgroup"}
+	var out []sysMount
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(pf) < 5 || len(qf) < 1 || !strings.HasPrefix(pf[4], "/sys/") {
+			continue
+		}
+		target, want := targets[qf[0]]
+		if !want {
+			continue
+		}
+		delete(targets, qf[0])
+		fd, err := unix.Open(pf[4], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", pf[4], err)
+		}
+		out = append(out, sysMount{fstype: qf[0], target: target, fd: fd})
+	}
+	return out, nil
 }

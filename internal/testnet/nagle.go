@@ -1,0 +1,103 @@
+package testnet
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+// naglePy is runbook 001's gateway in miniature: it answers each request in
+// two small writes (a header, then a body) and never sets TCP_NODELAY, so
+// the body waits for the header's ACK, which the client delays (~40 ms).
+const naglePy = `
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+print("ready", flush=True)
+def serve(c):
+    while True:
+        d = c.recv(64)
+        if not d:
+            break
+        c.send(b"H" * 20)
+        c.send(b"B" * 100)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`
+
+// NagleAnswer is the size of the server's answer to each request.
+const NagleAnswer = 120
+
+// NagleServer runs a Python server that answers in two writes without
+// TCP_NODELAY on 127.0.0.1:port inside n until the test ends.
+func NagleServer(t testing.TB, n *NS, port int) {
+	t.Helper()
+	cmd := n.Command("python3", "-c", naglePy, fmt.Sprint(port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the python server: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("python server on port %d: %q, %v", port, line, err)
+	}
+}
+
+// Dial connects to 127.0.0.1:port inside n; the connection is closed when
+// the test ends.
+func Dial(t testing.TB, n *NS, port int) net.Conn {
+	t.Helper()
+	var c net.Conn
+	if err := n.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// RoundTrips sends count one-byte requests on c, each after the previous
+// answer, and returns the sorted times to each whole answer.
+func RoundTrips(t testing.TB, c net.Conn, count int) []time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	buf := make([]byte, NagleAnswer)
+	for range count {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		t0 := time.Now()
+		if _, err := c.Write([]byte("q")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// Quantile returns the q-quantile (0..1) of sorted durations.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
