@@ -337,3 +337,34 @@ func TestIntegrationSocketsFixBadInput(t *testing.T) {
 	w.mustRun("rollback")
 	w.nothingLeft("rollback of the idle port", progs)
 }
+
+// TestIntegrationSocketsFixPersist: --persist re-attaches the program at
+// boot. A reboot is pretended: the pins are gone (bpffs is in memory) and
+// the boot id differs; 'lowlat boot' puts the entry back and new
+// connections get the option again.
+func TestIntegrationSocketsFixPersist(t *testing.T) {
+	w := newSockopsWorld(t)
+	w.mustRun("sockets", "--fix", "nodelay", "--port", fmt.Sprint(fixPort), "--yes", "--persist")
+	if err := os.RemoveAll(w.pins); err != nil {
+		t.Fatal(err)
+	}
+	if p50 := testnet.Quantile(testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 10), 0.5); p50 < 30*time.Millisecond {
+		t.Fatalf("with the pins gone: p50 %v, want the stall", p50)
+	}
+	r := w.run([]string{"LOWLAT_TEST_BOOT_ID=another-boot"}, "boot")
+	if r.code != 0 || !strings.Contains(r.stdout, "sockopt/port:7000/nodelay") {
+		t.Fatalf("boot: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	progs := w.attached()
+	if len(progs) != 1 {
+		t.Fatalf("after boot: %d programs linked from %s, want 1", len(progs), w.pins)
+	}
+	if p50 := testnet.Quantile(testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 20), 0.5); p50 >= 2*time.Millisecond {
+		t.Errorf("new connection after boot: p50 %v, want < 2 ms", p50)
+	}
+	if st := w.run([]string{"LOWLAT_TEST_BOOT_ID=another-boot"}, "status"); st.code != 0 {
+		t.Errorf("status after boot: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+	}
+	w.mustRun("rollback")
+	w.nothingLeft("rollback after boot", progs)
+}

@@ -140,6 +140,8 @@ func (p *parser) valuePos(v *unstable.Node, keyPos Pos) Pos {
 
 func (p *parser) checkTable(parts []string, poss []Pos) error {
 	switch parts[0] {
+	case "sockets":
+		return errAt(poss[0], "socket options are written as [[sockets]] blocks with match = \"port:N\"")
 	case "params":
 		if len(parts) > 2 {
 			return errAt(poss[0], "unknown table [%s] (parameters are [params.NAME])", strings.Join(parts, "."))
