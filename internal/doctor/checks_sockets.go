@@ -62,7 +62,7 @@ func checkNagle(f *host.Facts, _ Options) []Finding {
 			Fix: "If the application cannot be changed (closed-source or vendor servers), enforce it from outside, reversibly and without a restart: " +
 				"lowlat sockets --fix nodelay --port " + naglePort(&p) + " --confirm 5m (new connections through sock_ops, open ones through pidfd; 'lowlat rollback' undoes it). " +
 				"In the application: " + nagleFix(p.Runtime) + "; for request/response also TCP_QUICKACK after each read. Check it at startup: lowlat sockets --pid PID --require nodelay --port PORT",
-			Source:   runbook001,
+			Source: runbook001,
 		})
 	}
 	return out

@@ -21,7 +21,7 @@ func socketFacts() *host.Facts {
 			{PID: 10, Comm: "java", Runtime: "java", Established: 5, OptionsKnown: 5, NoDelay: 1, SmallWrites: 3,
 				Listeners: []sockets.ListenerSummary{{Local: "0.0.0.0:4001", Port: 4001}},
 				ByPort:    []sockets.PortSummary{{Port: 4001, Established: 5, OptionsKnown: 5, NoDelay: 1}},
-				Examples: []sockets.ConnSummary{{Local: "10.0.0.1:4001", Remote: "10.0.0.9:5000", BytesPerSegment: 96, DataSegsOut: 400, ATOus: 40000}}},
+				Examples:  []sockets.ConnSummary{{Local: "10.0.0.1:4001", Remote: "10.0.0.9:5000", BytesPerSegment: 96, DataSegsOut: 400, ATOus: 40000}}},
 			{PID: 11, Comm: "gateway", Runtime: "go", Established: 5, OptionsKnown: 5, NoDelay: 5},
 			{PID: 20, Comm: "nginx", Runtime: "nginx", ConfigPath: "/etc/nginx/nginx.conf",
 				Listeners: []sockets.ListenerSummary{{Local: "0.0.0.0:4100", Port: 4100, FastOpenQLen: 16}}},

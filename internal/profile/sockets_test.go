@@ -50,12 +50,12 @@ congestion = "bbr"
 
 func TestSocketsBlockErrors(t *testing.T) {
 	for body, want := range map[string]string{
-		"[[sockets]]\nnodelay = true\n":                                        "gw.toml:2:3: [[sockets]] needs match",
-		"[[sockets]]\nmatch = \"port:7000\"\n":                                 "sets no option",
-		"[[sockets]]\nmatch = \"port:7000\"\ncork = true\n":                    `gw.toml:4:1: [[sockets]]: unknown socket option "cork"`,
-		"[[sockets]]\nmatch = \"port:0\"\nnodelay = true\n":                    `gw.toml:3:9: socket selector "port:0"`,
-		"[[sockets]]\nmatch = \"port:7000\"\ninitcwnd = 0\n":                   "gw.toml:4:12: initcwnd: want a positive integer",
-		"[[sockets]]\nmatch = \"port:7000\"\nnodelay = true\nnodelay = false\n": `duplicate key "nodelay"`,
+		"[[sockets]]\nnodelay = true\n":                                                                             "gw.toml:2:3: [[sockets]] needs match",
+		"[[sockets]]\nmatch = \"port:7000\"\n":                                                                      "sets no option",
+		"[[sockets]]\nmatch = \"port:7000\"\ncork = true\n":                                                         `gw.toml:4:1: [[sockets]]: unknown socket option "cork"`,
+		"[[sockets]]\nmatch = \"port:0\"\nnodelay = true\n":                                                         `gw.toml:3:9: socket selector "port:0"`,
+		"[[sockets]]\nmatch = \"port:7000\"\ninitcwnd = 0\n":                                                        "gw.toml:4:12: initcwnd: want a positive integer",
+		"[[sockets]]\nmatch = \"port:7000\"\nnodelay = true\nnodelay = false\n":                                     `duplicate key "nodelay"`,
 		"[[sockets]]\nmatch = \"port:7000\"\nnodelay = true\n[[sockets]]\nmatch = \"port:7000\"\nnodelay = false\n": "sockets.port:7000/nodelay is set twice",
 		"[[routes]]\nx = 1\n":      "used only for [[sockets]]",
 		"[sockets]\nnodelay = 1\n": "written as [[sockets]] blocks",
