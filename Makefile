@@ -30,7 +30,7 @@ DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time c
 
 # Packages whose integration tests must also pass on the stock kernel, and the
 # modules they need that Debian builds as modules (socket diagnostics).
-VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/lab
+VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab
 VM_MODULES := inet_diag tcp_diag
 
 # Fuzz budgets are execution counts, not durations: a duration -fuzztime can

@@ -6,9 +6,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // naglePy is runbook 001's gateway in miniature: it answers each request in
@@ -38,9 +42,17 @@ while True:
 const NagleAnswer = 120
 
 // NagleServer runs a Python server that answers in two writes without
-// TCP_NODELAY on 127.0.0.1:port inside n until the test ends.
+// TCP_NODELAY on 127.0.0.1:port inside n until the test ends. Where there
+// is no python3 (the stock-kernel VM holds only the test binaries and a few
+// host programs) the same server runs in Go, in this process, with
+// TCP_NODELAY turned off.
 func NagleServer(t testing.TB, n *NS, port int) {
 	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Logf("no python3 here: the server on port %d is the same loop in Go (SetNoDelay(false))", port)
+		nagleServerGo(t, n, port)
+		return
+	}
 	cmd := n.Command("python3", "-c", naglePy, fmt.Sprint(port))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -55,6 +67,69 @@ func NagleServer(t testing.TB, n *NS, port int) {
 	if err != nil || line != "ready\n" {
 		t.Fatalf("python server on port %d: %q, %v", port, line, err)
 	}
+}
+
+// nagleServerGo is naglePy in Go on raw descriptors: Go's net package
+// turns TCP_NODELAY on for every connection it accepts, and turning it off
+// again after accept would undo what lowlat set at establishment. Python's
+// server never touches the option; neither does this one.
+func nagleServerGo(t testing.TB, n *NS, port int) {
+	var lfd int
+	if err := n.Do(func() (err error) {
+		if lfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		unix.SetsockoptInt(lfd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		if err := unix.Bind(lfd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return err
+		}
+		return unix.Listen(lfd, 64)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	open := map[int]bool{}
+	closing := false
+	t.Cleanup(func() {
+		mu.Lock()
+		closing = true
+		for fd := range open {
+			unix.Shutdown(fd, unix.SHUT_RDWR)
+		}
+		mu.Unlock()
+		unix.Shutdown(lfd, unix.SHUT_RDWR)
+	})
+	go func() {
+		defer unix.Close(lfd)
+		for {
+			fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+			if err == unix.EINTR || err == unix.ECONNABORTED {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if closing {
+				mu.Unlock()
+				unix.Close(fd)
+				return
+			}
+			open[fd] = true
+			mu.Unlock()
+			go func() {
+				defer func() { mu.Lock(); delete(open, fd); mu.Unlock(); unix.Close(fd) }()
+				buf := make([]byte, 64)
+				for {
+					if n, err := unix.Read(fd, buf); (err != nil && err != unix.EINTR) || n == 0 && err == nil {
+						return
+					}
+					unix.Write(fd, make([]byte, 20))
+					unix.Write(fd, make([]byte, NagleAnswer-20))
+				}
+			}()
+		}
+	}()
 }
 
 // Dial connects to 127.0.0.1:port inside n; the connection is closed when
