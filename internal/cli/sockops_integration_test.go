@@ -79,6 +79,28 @@ func (w *sockopsWorld) attached() []int {
 	return ids
 }
 
+// removePins removes the pins behind lowlat's back, as a reboot or an
+// operator would, and waits for the kernel to free the link (a worker does
+// it a moment after its last reference goes). It returns the programs.
+func (w *sockopsWorld) removePins() []int {
+	w.t.Helper()
+	progs := w.attached()
+	if err := os.RemoveAll(w.pins); err != nil {
+		w.t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool {
+		for _, id := range progs {
+			if progExists(w.t, id) {
+				return false
+			}
+		}
+		return true
+	}) {
+		w.t.Fatalf("programs %v still loaded 5 s after their pins went", progs)
+	}
+	return progs
+}
+
 // progExists asks bpftool whether program id is still loaded.
 func progExists(t *testing.T, id int) bool {
 	return exec.Command("bpftool", "prog", "show", "id", fmt.Sprint(id)).Run() == nil
@@ -91,9 +113,11 @@ func (w *sockopsWorld) nothingLeft(what string, progs []int) {
 	if ids := w.attached(); len(ids) != 0 {
 		w.t.Errorf("%s: bpftool still shows programs linked from %s: %v", what, w.pins, ids)
 	}
+	// Detached at once; the program itself is freed by a kernel worker
+	// a moment after its link.
 	for _, id := range progs {
-		if progExists(w.t, id) {
-			w.t.Errorf("%s: program %d is still loaded", what, id)
+		if !waitFor(5*time.Second, func() bool { return !progExists(w.t, id) }) {
+			w.t.Errorf("%s: program %d is still loaded 5 s later", what, id)
 		}
 	}
 	if _, err := os.Stat(w.pins); err == nil {
@@ -207,10 +231,7 @@ func TestIntegrationSocketsFixNagle(t *testing.T) {
 func TestIntegrationSocketsFixDrift(t *testing.T) {
 	w := newSockopsWorld(t)
 	w.mustRun("sockets", "--fix", "nodelay", "--port", fmt.Sprint(fixPort), "--yes")
-	progs := w.attached()
-	if err := os.RemoveAll(w.pins); err != nil {
-		t.Fatal(err)
-	}
+	progs := w.removePins()
 	st := w.run(nil, "status")
 	if st.code != 3 || !strings.Contains(st.stdout, "sockopt/port:7000/nodelay") {
 		t.Errorf("status with the pins gone: exit %d, want 3 naming the knob\n%s%s", st.code, st.stdout, st.stderr)
@@ -345,9 +366,7 @@ func TestIntegrationSocketsFixBadInput(t *testing.T) {
 func TestIntegrationSocketsFixPersist(t *testing.T) {
 	w := newSockopsWorld(t)
 	w.mustRun("sockets", "--fix", "nodelay", "--port", fmt.Sprint(fixPort), "--yes", "--persist")
-	if err := os.RemoveAll(w.pins); err != nil {
-		t.Fatal(err)
-	}
+	w.removePins()
 	if p50 := testnet.Quantile(testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 10), 0.5); p50 < 30*time.Millisecond {
 		t.Fatalf("with the pins gone: p50 %v, want the stall", p50)
 	}

@@ -339,7 +339,13 @@ func (h *Host) detach() error {
 	var errs []error
 	lp := filepath.Join(h.Dir, pinLink)
 	if l, err := link.LoadPinnedLink(lp, nil); err == nil {
-		// Unpinned and closed, the link is gone and the program with it.
+		// Detach first: a link whose last reference goes is freed by a
+		// kernel worker a little later, and a rollback must not return
+		// while the program still acts on new connections. (Kernels before
+		// BPF_LINK_DETACH, 5.9, free it on the close below.)
+		if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+			errs = append(errs, fmt.Errorf("detach %s: %w", lp, err))
+		}
 		if err := l.Unpin(); err != nil {
 			errs = append(errs, fmt.Errorf("unpin %s: %w", lp, err))
 		}
