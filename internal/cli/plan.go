@@ -51,7 +51,7 @@ func makePlan(ctx context.Context, f *host.Facts, pf *planFlags, cmd string) (*p
 		return nil, nil, err
 	}
 	if r.Has("sockets") {
-		host.GatherSockOps(ctx, f)
+		host.GatherSockOps(ctx, f, r.SocketSelectors()...)
 	}
 	pl, err := plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})
 	if err != nil {

@@ -89,7 +89,7 @@ func runSockets(ctx context.Context, env *Env, o *socketsOptions, args []string)
 		return runFix(ctx, env, o)
 	}
 	if o.fix.set() {
-		return usage("--confirm, --persist, --yes, --dry-run and --journal go with --fix")
+		return usage("--cgroup, --service, --confirm, --persist, --yes, --dry-run and --journal go with --fix")
 	}
 	for _, s := range o.states {
 		if !sockets.ValidState(s) {

@@ -21,6 +21,8 @@ import (
 // port's connections, and how to apply them.
 type fixOptions struct {
 	fix     listFlag
+	cgroup  string
+	service string
 	confirm time.Duration
 	persist bool
 	yes     bool
@@ -31,14 +33,27 @@ type fixOptions struct {
 // fixProfile is the profile 'sockets --fix OPT --port N' stands for: one
 // [[sockets]] block, so it is planned, journaled, verified and rolled back
 // exactly as the same block in a profile file.
-func fixProfile(fixes []string, port int) (*profile.Profile, error) {
-	if port <= 0 || port > 65535 {
-		return nil, fmt.Errorf("--fix needs --port N (1-65535): the port whose connections get the options")
+func fixProfile(fixes []string, port int, cgroup, service string) (*profile.Profile, error) {
+	var sels []string
+	if port != 0 {
+		sels = append(sels, fmt.Sprintf("port:%d", port))
 	}
-	sel := sockops.Selector{Port: uint16(port)}
+	if cgroup != "" {
+		sels = append(sels, "cgroup:"+cgroup)
+	}
+	if service != "" {
+		sels = append(sels, "service:"+service)
+	}
+	if len(sels) != 1 {
+		return nil, fmt.Errorf("--fix needs --port N (the connections a server accepts on it), or --cgroup PATH or --service NAME (the connections their processes open): one of them")
+	}
+	sel, err := sockops.ParseSelector(sels[0])
+	if err != nil {
+		return nil, fmt.Errorf("--fix: %w", err)
+	}
 	p := &profile.Profile{
 		Name:    "sockets-fix",
-		Summary: "lowlat sockets --fix " + strings.Join(fixes, ",") + " --port " + fmt.Sprint(port),
+		Summary: "lowlat sockets --fix " + strings.Join(fixes, ",") + " for " + sel.String(),
 		Params:  map[string]profile.Param{},
 	}
 	seen := map[sockops.Option]bool{}
@@ -74,12 +89,12 @@ func fixProfile(fixes []string, port int) (*profile.Profile, error) {
 
 // runFix applies 'sockets --fix' through apply.
 func runFix(ctx context.Context, env *Env, o *socketsOptions) error {
-	p, err := fixProfile(o.fix.fix, o.port)
+	p, err := fixProfile(o.fix.fix, o.port, o.fix.cgroup, o.fix.service)
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("sockets: %w", err)}
 	}
 	if o.pid != 0 || o.comm != "" || len(o.states) > 0 || len(o.require) > 0 || o.noOpts {
-		return &ExitError{Code: 2, Err: fmt.Errorf("sockets --fix selects connections by --port only (--pid, --comm, --state, --require and --no-options are for the audit)")}
+		return &ExitError{Code: 2, Err: fmt.Errorf("sockets --fix selects connections by --port, --cgroup or --service (--pid, --comm, --state, --require and --no-options are for the audit)")}
 	}
 	// What the kernel or the host cannot do is the command's error, before
 	// anything is changed: a --fix that leaves out what it was asked for is
@@ -115,6 +130,8 @@ func runFix(ctx context.Context, env *Env, o *socketsOptions) error {
 
 func (o *fixOptions) register(fs *pflag.FlagSet) {
 	fs.Var(&o.fix, "fix", "enforce `OPT` on the connections of --port, new and open, without touching the application: nodelay, initcwnd=N, delack_max=US, rto_min=US, congestion=NAME, notsent_lowat=N (repeatable; a journaled transaction, undone by 'lowlat rollback')")
+	fs.StringVar(&o.cgroup, "cgroup", "", "with --fix: the connections the processes of cgroup `PATH` open (below the cgroup v2 root)")
+	fs.StringVar(&o.service, "service", "", "with --fix: the connections the processes of systemd service `NAME` open")
 	fs.DurationVar(&o.confirm, "confirm", 0, "with --fix: roll back unless 'lowlat confirm' runs within this `duration`")
 	fs.BoolVar(&o.persist, "persist", false, "with --fix: re-attach at boot")
 	fs.BoolVar(&o.yes, "yes", false, "with --fix: do not ask before changing the host")
@@ -124,7 +141,7 @@ func (o *fixOptions) register(fs *pflag.FlagSet) {
 
 // set reports whether a flag that only --fix uses was given.
 func (o *fixOptions) set() bool {
-	return o.confirm != 0 || o.persist || o.yes || o.dryRun || o.journal != ""
+	return o.confirm != 0 || o.persist || o.yes || o.dryRun || o.journal != "" || o.cgroup != "" || o.service != ""
 }
 
 // markEnforced fills each connection's Enforced from lowlat's sock_ops
@@ -139,12 +156,41 @@ func markEnforced(rep *sockets.Report) {
 	if err != nil || len(entries) == 0 {
 		return
 	}
+	// A cgroup's or service's entry covers the connections its processes
+	// hold on ports they do not listen on.
+	type outbound struct {
+		pids  map[int]bool
+		entry sockops.Entry
+	}
+	var outs []outbound
+	listens := map[int]map[uint16]bool{}
+	for sel, e := range entries {
+		if !sel.Outbound() {
+			continue
+		}
+		if pids, err := sockops.PIDsOf(sel); err == nil {
+			outs = append(outs, outbound{pids, e})
+		}
+	}
+	for _, s := range rep.Sockets {
+		if s.Listener() {
+			if listens[s.PID] == nil {
+				listens[s.PID] = map[uint16]bool{}
+			}
+			listens[s.PID][localPort(s.Local)] = true
+		}
+	}
 	for i := range rep.Sockets {
 		s := &rep.Sockets[i]
 		if s.Listener() {
 			continue
 		}
 		e, ok := entries[sockops.Selector{Port: localPort(s.Local)}]
+		for _, ob := range outs {
+			if !ok && ob.pids[s.PID] && !listens[s.PID][localPort(s.Local)] {
+				e, ok = ob.entry, true
+			}
+		}
 		if !ok {
 			continue
 		}

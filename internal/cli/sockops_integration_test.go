@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -312,7 +313,10 @@ func TestIntegrationSocketsFixBadInput(t *testing.T) {
 		{"bad value", nil, []string{"sockets", "--fix", "initcwnd=0", "--port", "7000"}, 2, "initcwnd: want a positive integer"},
 		{"value missing", nil, []string{"sockets", "--fix", "initcwnd", "--port", "7000"}, 2, "give a value"},
 		{"fix flag without --fix", nil, []string{"sockets", "--yes"}, 2, "go with --fix"},
-		{"unknown service", nil, []string{"plan", "--profile", profileFile("[[sockets]]\nmatch = \"service:nosuch.service\"\nnodelay = true\n")}, 1, "service:nosuch.service"},
+		{"unknown service", nil, []string{"sockets", "--fix", "nodelay", "--service", "nosuch.service", "--yes"}, 1, "unknown service nosuch.service"},
+		{"no such cgroup", nil, []string{"sockets", "--fix", "nodelay", "--cgroup", "/no/such/cgroup", "--yes"}, 1, "cgroup /no/such/cgroup does not exist"},
+		{"root cgroup", nil, []string{"sockets", "--fix", "nodelay", "--cgroup", "/", "--yes"}, 2, "the root cgroup holds every process"},
+		{"two selectors", nil, []string{"sockets", "--fix", "nodelay", "--port", "7000", "--service", "x.service", "--yes"}, 2, "one of them"},
 		{"sockets without match", nil, []string{"plan", "--profile", profileFile("[[sockets]]\nnodelay = true\n")}, 1, "needs match"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -386,4 +390,156 @@ func TestIntegrationSocketsFixPersist(t *testing.T) {
 	}
 	w.mustRun("rollback")
 	w.nothingLeft("rollback after boot", progs)
+}
+
+// testCgroup makes a cgroup v2 directory below the hierarchy's root for the
+// test and returns its path below the root; it is removed when the test
+// ends, once the processes in it are gone.
+func testCgroup(t *testing.T) string {
+	t.Helper()
+	root := cgroupRootOf(t)
+	if root == "" {
+		t.Fatal("cgroup v2 is not mounted: sock_ops has nothing to attach to")
+	}
+	// Named like a unit, so a service: selector finds it too.
+	rel := fmt.Sprintf("/lowlat-test-%d.service", time.Now().UnixNano())
+	if err := os.Mkdir(root+rel, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Registered after the clients' cleanups, so it runs once they are
+		// killed; the kernel may take a moment to empty the cgroup.
+		waitFor(5*time.Second, func() bool { return os.Remove(root+rel) == nil })
+	})
+	return rel
+}
+
+// bpftoolCgroup lists the sock_ops programs attached at cgroup dir itself.
+func bpftoolCgroup(t *testing.T, dir string) []int {
+	out, err := exec.Command("bpftool", "-j", "cgroup", "show", dir).Output()
+	if err != nil {
+		t.Fatalf("bpftool cgroup show %s: %v", dir, err)
+	}
+	var progs []struct {
+		ID         int    `json:"id"`
+		AttachType string `json:"attach_type"`
+	}
+	json.Unmarshal(out, &progs)
+	var ids []int
+	for _, p := range progs {
+		if p.AttachType == "cgroup_sock_ops" || p.AttachType == "sock_ops" {
+			ids = append(ids, p.ID)
+		}
+	}
+	return ids
+}
+
+// TestIntegrationSocketsFixCgroup: a client that sends each request in two
+// writes without TCP_NODELAY stalls on the server's delayed ACK; 'sockets
+// --fix nodelay --cgroup PATH' ends it for the connections the cgroup's
+// processes open, the one already open and a new one, with the program
+// attached at that cgroup, not at the root. The same client outside the
+// cgroup keeps its stall; rollback brings it back.
+func TestIntegrationSocketsFixCgroup(t *testing.T) {
+	w := newSockopsWorld(t)
+	const port = 7100
+	testnet.EchoServer(t, w.ns, port)
+	cg := testCgroup(t)
+	in := testnet.NagleClient(t, w.ns, port, "/sys/fs/cgroup"+cg)
+	out := testnet.NagleClient(t, w.ns, port, "")
+	before := in.Measure("old", 20)
+	t.Logf("before: %s", quantiles(before))
+	if p50 := testnet.Quantile(before, 0.5); p50 < 30*time.Millisecond {
+		t.Fatalf("before: p50 %v, want the Nagle/delayed-ACK stall (>= 30 ms)", p50)
+	}
+	r := w.mustRun("sockets", "--fix", "nodelay", "--cgroup", cg, "--yes", "--json")
+	var res applyJSON
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || len(res.Changed) != 2 {
+		t.Fatalf("sockets --fix --cgroup: %v\n%s", err, r.stdout)
+	}
+	progs := w.attached()
+	if len(progs) != 1 {
+		t.Fatalf("bpftool shows %d programs linked from %s, want 1", len(progs), w.pins)
+	}
+	root := strings.TrimSuffix(cgroupRootOf(t), "/")
+	if at := bpftoolCgroup(t, root+cg); len(at) != 1 || at[0] != progs[0] {
+		t.Errorf("programs at %s: %v, want [%d]", root+cg, at, progs[0])
+	}
+	if ids := bpftoolCgroup(t, root); slices.Contains(ids, progs[0]) {
+		t.Errorf("the cgroup selector's program is attached at the root %s", root)
+	}
+	existing, fresh := in.Measure("old", 30), in.Measure("new", 30)
+	t.Logf("after, already-open connection: %s; new: %s", quantiles(existing), quantiles(fresh))
+	if p50 := testnet.Quantile(existing, 0.5); p50 >= 2*time.Millisecond {
+		t.Errorf("already-open connection after --fix: p50 %v, want < 2 ms", p50)
+	}
+	if p50 := testnet.Quantile(fresh, 0.5); p50 >= 2*time.Millisecond {
+		t.Errorf("new connection after --fix: p50 %v, want < 2 ms", p50)
+	}
+	if p50 := testnet.Quantile(out.Measure("new", 10), 0.5); p50 < 30*time.Millisecond {
+		t.Errorf("a client outside the cgroup: p50 %v, want the stall", p50)
+	}
+	// lowlat sockets marks the cgroup's connections, and only those.
+	var rep struct {
+		Sockets []struct {
+			PID      int      `json:"pid"`
+			Local    string   `json:"local"`
+			Enforced []string `json:"enforced_by_lowlat"`
+			Options  *struct {
+				NoDelay bool `json:"nodelay"`
+			} `json:"options"`
+		} `json:"sockets"`
+	}
+	json.Unmarshal([]byte(w.mustRun("sockets", "--port", fmt.Sprint(port), "--state", "established", "--json").stdout), &rep)
+	var marked int
+	for _, s := range rep.Sockets {
+		switch s.PID {
+		case in.PID():
+			if s.Options == nil || !s.Options.NoDelay || strings.Join(s.Enforced, ",") != "nodelay" {
+				t.Errorf("the cgroup's connection %s: %+v enforced %v", s.Local, s.Options, s.Enforced)
+			}
+			marked++
+		case out.PID():
+			if len(s.Enforced) != 0 {
+				t.Errorf("the outside client's connection %s is marked %v", s.Local, s.Enforced)
+			}
+		}
+	}
+	if marked != 1 {
+		t.Errorf("%d of the cgroup's connections listed, want its open one", marked)
+	}
+	w.mustRun("rollback")
+	w.nothingLeft("after rollback", progs)
+	if p50 := testnet.Quantile(in.Measure("new", 10), 0.5); p50 < 30*time.Millisecond {
+		t.Errorf("new connection after rollback: p50 %v, want the stall back", p50)
+	}
+	if p50 := testnet.Quantile(in.Measure("old", 10), 0.5); p50 < 30*time.Millisecond {
+		t.Errorf("already-open connection after rollback: p50 %v, want the stall back", p50)
+	}
+
+	// The same cgroup named as a service: found by its unit name.
+	service := strings.TrimPrefix(cg, "/")
+	w.mustRun("sockets", "--fix", "nodelay", "--service", service, "--yes")
+	progs = w.attached()
+	if at := bpftoolCgroup(t, root+cg); len(progs) != 1 || len(at) != 1 || at[0] != progs[0] {
+		t.Errorf("--service %s: linked %v, attached at %s: %v", service, progs, root+cg, at)
+	}
+	if p50 := testnet.Quantile(in.Measure("new", 20), 0.5); p50 >= 2*time.Millisecond {
+		t.Errorf("--service %s: new connection p50 %v, want < 2 ms", service, p50)
+	}
+	w.mustRun("rollback")
+	w.nothingLeft("after the service's rollback", progs)
+}
+
+// cgroupRootOf is where this process sees the cgroup v2 root.
+func cgroupRootOf(t *testing.T) string {
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	root := ""
+	for _, l := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		if f := strings.Fields(pre); ok && len(f) >= 5 && strings.HasPrefix(post, "cgroup2 ") {
+			root = f[4]
+		}
+	}
+	return root
 }

@@ -80,6 +80,11 @@ type SockOps struct {
 	Refused map[string]string `json:"refused,omitempty"`
 	// Entries are lowlat's entries in force here: selector → option → value.
 	Entries map[string]map[string]string `json:"entries,omitempty"`
+	// Cgroups maps each cgroup or service selector asked about to the
+	// cgroup it attaches at, or Unresolved to why there is none (a
+	// service that is not running).
+	Cgroups    map[string]string `json:"cgroups,omitempty"`
+	Unresolved map[string]string `json:"unresolved,omitempty"`
 }
 
 // FactError records one source that could not be read, and why.

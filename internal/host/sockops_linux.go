@@ -13,8 +13,9 @@ import (
 // needs both, to say what the kernel accepts and which connections exist.
 // It probes by attaching a throwaway program to lowlat's own cgroup for one
 // loopback connection, which needs root; facts from a capture are left
-// alone.
-func GatherSockOps(ctx context.Context, f *Facts) {
+// alone. selectors are the plan's; each cgroup or service one is resolved
+// to its cgroup.
+func GatherSockOps(ctx context.Context, f *Facts, selectors ...string) {
 	if f.Source != "live" || f.SockOps != nil {
 		return
 	}
@@ -33,6 +34,23 @@ func GatherSockOps(ctx context.Context, f *Facts) {
 		return
 	}
 	so.NetnsCookie = sup.NetnsCookie
+	for _, s := range selectors {
+		sel, err := sockops.ParseSelector(s)
+		if err != nil || !sel.Outbound() {
+			continue
+		}
+		if dir, err := sockops.CgroupOf(sel); err != nil {
+			if so.Unresolved == nil {
+				so.Unresolved = map[string]string{}
+			}
+			so.Unresolved[sel.String()] = err.Error()
+		} else {
+			if so.Cgroups == nil {
+				so.Cgroups = map[string]string{}
+			}
+			so.Cgroups[sel.String()] = dir
+		}
+	}
 	for o, err := range sup.Refused {
 		if so.Refused == nil {
 			so.Refused = map[string]string{}

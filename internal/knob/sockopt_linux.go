@@ -29,15 +29,7 @@ type sockoptKnob struct {
 }
 
 func parseSockoptTarget(kind, rest string) (sockops.Selector, sockops.Option, error) {
-	i := strings.LastIndexByte(rest, '/')
-	if i < 0 {
-		return sockops.Selector{}, 0, fmt.Errorf("%s knob %q: want %s/<selector>/<option>", kind, rest, kind)
-	}
-	sel, err := sockops.ParseSelector(rest[:i])
-	if err != nil {
-		return sockops.Selector{}, 0, fmt.Errorf("%s knob: %w", kind, err)
-	}
-	opt, err := sockops.ParseOption(rest[i+1:])
+	sel, opt, err := sockops.SplitSetting(rest)
 	if err != nil {
 		return sockops.Selector{}, 0, fmt.Errorf("%s knob: %w", kind, err)
 	}

@@ -85,6 +85,9 @@ func (t *Topology) applyFix(ctx context.Context, f *Fix, dir string) (*applied, 
 		if err != nil {
 			return err
 		}
+		if r.Has("sockets") {
+			host.GatherSockOps(ctx, facts, r.SocketSelectors()...)
+		}
 		pl, err = plan.Make(facts, r, plan.Options{Ifaces: []string{f.Iface()}})
 		return err
 	}); err != nil {

@@ -314,6 +314,10 @@ func TestIntegrationFirstFrame(t *testing.T) {
 		}) {
 			t.Errorf("initcwnd-40 changed %v", v.Changes)
 		}
+		// sock_ops: the server's connections got the window, no route did.
+		if v.Name == "sockops-initcwnd-40" && (len(v.Changes) != 1 || v.Changes[0].Knob != fmt.Sprintf("sockopt/port:%d/initcwnd", ReflectorPort) || v.Changes[0].After != "40") {
+			t.Errorf("sockops-initcwnd-40 changed %v", v.Changes)
+		}
 	}
 }
 

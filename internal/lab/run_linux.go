@@ -259,7 +259,7 @@ func startReflector(ctx context.Context, ns *NS) (string, func(), error) {
 	// bulk, uncapped, since the traffic stays inside the lab's namespaces
 	// and a rate cap would be measured instead of the emulated path.
 	r := probe.NewReflector(probe.ReflectorConfig{MaxSessionsPerIP: -1, AllowLoad: true, LoadRate: -1, LoadDuration: -1})
-	if err := ns.Do(func() error { return r.Listen(ctx, ServerAddr+":0") }); err != nil {
+	if err := ns.Do(func() error { return r.Listen(ctx, fmt.Sprintf("%s:%d", ServerAddr, ReflectorPort)) }); err != nil {
 		return "", nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

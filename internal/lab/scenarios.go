@@ -1,6 +1,9 @@
 package lab
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The scenarios, one per runbook problem. Every expectation says where its
 // figure comes from: a runbook's own measurement (docs/runbooks.md), or
@@ -18,6 +21,20 @@ value = "tbf rate 1950kbit burst 4096 latency 300ms"
 why = "runbook 003: tc qdisc add dev eth0 root handle 1: tbf latency 300ms burst 4096 rate 1.95mbit"
 source = "docs/runbooks.md#003-bufferbloat-behind-a-capped-uplink"
 `
+
+// sockopsIW40 is initcwnd 40 for the reflector's connections alone,
+// through lowlat's sock_ops program: runbook 004's window without touching
+// a route.
+var sockopsIW40 = fmt.Sprintf(`
+name = "sockops-initcwnd-40"
+summary = "initcwnd 40 on the server's connections through sock_ops (lowlat sockets --fix initcwnd=40 --port %d)"
+
+[[sockets]]
+match = "port:%d"
+initcwnd = 40
+why = "runbook 004: a larger first flight for the viewer's first frame, per service instead of per route"
+source = "docs/runbooks.md#004-time-to-first-frame-on-a-streaming-edge"
+`, ReflectorPort, ReflectorPort)
 
 // gateKeeps expects the production gate to keep a fix: apply --prove
 // without --slo, its p50, p99 and loss not worse than the baseline's beyond
@@ -146,6 +163,14 @@ func init() {
 				Expect: []Expect{
 					{Metric: "derived.last_byte_1m_rtts", Versus: "baseline", Op: ">=", Value: 0.5, Unit: "RTT",
 						Desc: "runbook 004: initcwnd 40 saved round trips on 1 MB (900 → 550 ms; it says 3); lowlat: two doublings of slow start at most, of which a stock Linux viewer's receive window takes one back in some transfers: at least half a round trip sooner than the baseline"},
+				}},
+			{Name: "sockops-initcwnd-40", Desc: "initcwnd 40 for the server's connections only, through sock_ops (sockets --fix initcwnd=40 --port " + fmt.Sprint(ReflectorPort) + "), routes untouched",
+				Fix: &Fix{Profile: "sockops-initcwnd-40", Inline: sockopsIW40, Side: "server", Require: []string{"sockets.port:" + fmt.Sprint(ReflectorPort) + "/initcwnd"}},
+				Expect: []Expect{
+					{Metric: "derived.last_byte_1m_rtts", Versus: "initcwnd-40", Op: "between", Value: -0.5, Max: 0.5, Unit: "RTT",
+						Desc: "lowlat: TCP_BPF_IW at establishment replaces the window the route gave, so 1 MB takes the same round trips as initcwnd 40 on the route (within half a round trip)"},
+					{Metric: "derived.last_byte_1m_rtts", Versus: "baseline", Op: ">=", Value: 0.5, Unit: "RTT",
+						Desc: "as initcwnd-40: at least half a round trip sooner than the baseline"},
 				}},
 			{Name: "initcwnd-40+tfo", Desc: "initcwnd 40 and TCP Fast Open (server bit by the engine, client uses TFO; repeat connections)",
 				Fix: liveEdge("route.initcwnd", "sysctl.net.ipv4.tcp_fastopen"), App: App{FastOpen: true, Change: "the client connects with TCP Fast Open"},

@@ -27,6 +27,11 @@ const (
 	ServerAddr    = "10.231.2.2"
 )
 
+// ReflectorPort is the port of the reflector every scenario measures
+// against in the server namespace: fixed, so a fix may select its
+// connections by port (sockets --fix ... --port).
+const ReflectorPort = 7431
+
 // Path is what the provider does to one direction of traffic: a rate limit
 // with a buffer of a given depth (tbf), and delay, jitter and loss (netem).
 type Path struct {

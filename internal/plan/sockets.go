@@ -14,15 +14,7 @@ import (
 // connections get and, for an option an open connection can take, the
 // connections that exist now (set through pidfd_getfd).
 func socketRows(f *host.Facts, s profile.Setting) []Change {
-	selName, optName, _ := strings.Cut(s.Name, "/")
-	sel, err := sockops.ParseSelector(selName)
-	if err != nil {
-		c := row(s, "sockopt/"+s.Name)
-		c.Current, c.Desired = "-", s.Value
-		c.unsupported(err.Error())
-		return []Change{c}
-	}
-	opt, err := sockops.ParseOption(optName)
+	sel, opt, err := sockops.SplitSetting(s.Name)
 	if err != nil {
 		c := row(s, "sockopt/"+s.Name)
 		c.Current, c.Desired = "-", s.Value
@@ -46,6 +38,8 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 		why = fmt.Sprintf("bpf_setsockopt in sock_ops refuses %s on this kernel (%s)", opt, so.Refused[opt.String()])
 	case opt == sockops.Congestion && congestionMissing(f, value) != "":
 		why = congestionMissing(f, value)
+	case sel.Outbound() && so.Unresolved[sel.String()] != "":
+		why = so.Unresolved[sel.String()]
 	default:
 		entry.Current = knob.Absent
 		if v, ok := so.Entries[sel.String()][opt.String()]; ok {
@@ -53,7 +47,9 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 		}
 		entry.decide(entry.Current == value)
 		var notes []string
-		if !listening(f, sel.Port) {
+		if sel.Outbound() {
+			notes = append(notes, "the connections its processes open, by a program attached at its cgroup "+so.Cgroups[sel.String()])
+		} else if !listening(f, sel.Port) {
 			notes = append(notes, fmt.Sprintf("nothing listens on port %d now: applies to the connections of a future listener", sel.Port))
 		}
 		if !so.NetnsCookie {
@@ -82,6 +78,10 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 	case !f.Kernel.Pidfd:
 		open.Current = "-"
 		open.unsupported("open connections: this kernel has no pidfd_getfd (5.6); new connections get the option")
+	case sel.Outbound():
+		open.Current = "?"
+		open.decide(false)
+		open.Note = "its processes' open connections are found, read, journaled and set at apply"
 	case est == 0:
 		open.Current = knob.NoConnections
 		open.decide(true)

@@ -103,6 +103,19 @@ func TestSocketRows(t *testing.T) {
 	if c := r["socket/port:7999/nodelay"]; c.Action != Skip || !strings.Contains(c.Reason, "pidfd_getfd") {
 		t.Errorf("no pidfd: %+v", c)
 	}
+	// A cgroup: its processes' outbound connections; an unknown service.
+	r = rows(t, gateway(&host.SockOps{NetnsCookie: true, Cgroups: map[string]string{"cgroup:/gw": "/sys/fs/cgroup/gw"},
+		Unresolved: map[string]string{"service:no.service": "unknown service no.service"}}),
+		"[[sockets]]\nmatch = \"cgroup:/gw\"\nnodelay = true\n[[sockets]]\nmatch = \"service:no.service\"\nnodelay = true\n")
+	if c := r["sockopt/cgroup:/gw/nodelay"]; c.Action != Set || !strings.Contains(c.Note, "attached at its cgroup /sys/fs/cgroup/gw") {
+		t.Errorf("cgroup: %+v", c)
+	}
+	if c := r["socket/cgroup:/gw/nodelay"]; c.Action != Set || c.Current != "?" {
+		t.Errorf("cgroup's open connections: %+v", c)
+	}
+	if c := r["sockopt/service:no.service/nodelay"]; c.Action != Skip || c.Reason != "unknown service no.service" {
+		t.Errorf("unknown service: %+v", c)
+	}
 	f = gateway(nil)
 	f.Source = "capture:x.json"
 	r = rows(t, f, block)

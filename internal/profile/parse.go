@@ -423,14 +423,7 @@ func checkName(section, name string) error {
 	case "ethtool", "irq", "nvme", "cpu":
 		return checkNICName(section, name)
 	case "sockets":
-		sel, opt, ok := strings.Cut(name, "/")
-		if !ok {
-			return fmt.Errorf("socket setting %q: want SELECTOR/OPTION (port:7000/nodelay)", name)
-		}
-		if _, err := sockops.ParseSelector(sel); err != nil {
-			return err
-		}
-		if _, err := sockops.ParseOption(opt); err != nil {
+		if _, _, err := sockops.SplitSetting(name); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ package profile
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -118,4 +119,18 @@ func (r *Resolved) Has(section string) bool {
 		}
 	}
 	return false
+}
+
+// SocketSelectors lists the selectors of r's [[sockets]] settings.
+func (r *Resolved) SocketSelectors() []string {
+	var out []string
+	for _, s := range r.Settings {
+		if s.Section != "sockets" {
+			continue
+		}
+		if i := strings.LastIndexByte(s.Name, '/'); i > 0 && !slices.Contains(out, s.Name[:i]) {
+			out = append(out, s.Name[:i])
+		}
+	}
+	return out
 }

@@ -114,8 +114,7 @@ func checkResolved(section, name, v string) error {
 	case "ethtool", "irq", "nvme", "cpu":
 		return checkNICValue(section, name, v)
 	case "sockets":
-		_, o, _ := strings.Cut(name, "/")
-		opt, err := sockops.ParseOption(o)
+		_, opt, err := sockops.SplitSetting(name)
 		if err != nil {
 			return err
 		}

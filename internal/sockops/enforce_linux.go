@@ -1,11 +1,13 @@
 package sockops
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -106,18 +108,50 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// Entries lists every selector's entry in this namespace.
+// Entries lists every selector's entry in this namespace: the port
+// selectors' from the shared map, each cgroup or service selector's from
+// its own attachment.
 func (h *Host) Entries() (map[Selector]Entry, error) {
 	out := map[Selector]Entry{}
 	if h.Dir == "" {
 		return out, nil
 	}
-	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
+	if err := h.readMap(h.Dir, func(k, v []byte) error {
+		e, err := unmarshalEntry(v)
+		if err == nil {
+			out[Selector{Port: uint16(getU32(k[8:]))}] = e
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	subs, _ := os.ReadDir(h.Dir)
+	for _, d := range subs {
+		sel, ok := selectorOfDir(d.Name())
+		if !d.IsDir() || !ok {
+			continue
+		}
+		if err := h.readMap(filepath.Join(h.Dir, d.Name()), func(k, v []byte) error {
+			e, err := unmarshalEntry(v)
+			if err == nil {
+				out[sel] = e
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readMap calls fn for each of this namespace's entries in dir's options map.
+func (h *Host) readMap(dir string, fn func(k, v []byte) error) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinOptions), nil)
 	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sock_ops: open pinned map: %w", err)
+		return fmt.Errorf("sock_ops: open pinned map: %w", err)
 	}
 	defer m.Close()
 	var k, v []byte
@@ -126,16 +160,62 @@ func (h *Host) Entries() (map[Selector]Entry, error) {
 		if getU64(k) != h.Netns {
 			continue
 		}
-		e, err := unmarshalEntry(v)
-		if err != nil {
-			return nil, err
+		if err := fn(k, v); err != nil {
+			return err
 		}
-		out[Selector{Port: uint16(getU32(k[8:]))}] = e
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("sock_ops: list entries: %w", err)
+		return fmt.Errorf("sock_ops: list entries: %w", err)
 	}
-	return out, nil
+	return nil
+}
+
+// A cgroup or service selector's attachment lives in a subdirectory named
+// after the selector (bpffs holds pins and directories, nothing else).
+const selDirPrefix = "sel-"
+
+func selectorDir(sel Selector) string {
+	return selDirPrefix + base64.RawURLEncoding.EncodeToString([]byte(sel.String()))
+}
+
+func selectorOfDir(name string) (Selector, bool) {
+	enc, ok := strings.CutPrefix(name, selDirPrefix)
+	if !ok {
+		return Selector{}, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return Selector{}, false
+	}
+	sel, err := ParseSelector(string(b))
+	return sel, err == nil && sel.Outbound()
+}
+
+// attachment is one program with its maps: the port selectors' one at the
+// cgroup root, or a cgroup or service selector's own at its cgroup.
+type attachment struct {
+	dir      string // pin directory
+	cgroup   string // where the program attaches ("" until resolved)
+	outbound bool
+	port     uint16 // the key's port: the selector's, or 0 for outbound
+}
+
+// attachmentOf says where sel's entry lives. resolve finds the cgroup a
+// cgroup or service selector attaches at (needed to attach or detach, not
+// to read).
+func (h *Host) attachmentOf(sel Selector, resolve bool) (attachment, error) {
+	if !sel.Outbound() {
+		return attachment{dir: h.Dir, cgroup: h.Cgroup, port: sel.Port}, nil
+	}
+	a := attachment{dir: filepath.Join(h.Dir, selectorDir(sel)), outbound: true}
+	if resolve {
+		cg, err := CgroupOf(sel)
+		if err != nil {
+			return a, err
+		}
+		a.cgroup = cg
+	}
+	return a, nil
 }
 
 // bpffs returns bpffs's mount point; when none, mounts it at /sys/fs/bpf
@@ -174,7 +254,8 @@ func (h *Host) Read(sel Selector) (Entry, error) {
 	if h.Dir == "" {
 		return Entry{}, nil
 	}
-	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
+	a, _ := h.attachmentOf(sel, false)
+	m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil)
 	if errors.Is(err, os.ErrNotExist) {
 		return Entry{}, nil
 	}
@@ -183,7 +264,7 @@ func (h *Host) Read(sel Selector) (Entry, error) {
 	}
 	defer m.Close()
 	var b []byte
-	if err := m.Lookup(key(h.Netns, sel.Port), &b); errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := m.Lookup(key(h.Netns, a.port), &b); errors.Is(err, ebpf.ErrKeyNotExist) {
 		return Entry{}, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("sock_ops %s: read entry: %w", sel, err)
@@ -212,53 +293,59 @@ func (h *Host) Set(sel Selector, e Entry) error {
 		return err
 	}
 	defer unlock()
-	if len(e) == 0 {
-		return h.delete(sel)
+	// Removing needs the cgroup only to detach a legacy program; a service
+	// that has stopped (its cgroup gone) can still lose its entry.
+	a, err := h.attachmentOf(sel, len(e) > 0)
+	if err != nil {
+		return fmt.Errorf("sock_ops %s: %w", sel, err)
 	}
-	m, err := h.attach()
+	if len(e) == 0 {
+		return h.delete(sel, a)
+	}
+	m, err := h.attach(a)
 	if err != nil {
 		return fmt.Errorf("sock_ops %s: %w", sel, err)
 	}
 	defer m.Close()
-	if err := m.Put(key(h.Netns, sel.Port), b); err != nil {
+	if err := m.Put(key(h.Netns, a.port), b); err != nil {
 		return fmt.Errorf("sock_ops %s: write entry: %w", sel, err)
 	}
 	return nil
 }
 
-func (h *Host) delete(sel Selector) error {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil)
+func (h *Host) delete(sel Selector, a attachment) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil)
 	if errors.Is(err, os.ErrNotExist) {
-		return h.detach()
+		return h.detach(a)
 	}
 	if err != nil {
 		return fmt.Errorf("sock_ops %s: open pinned map: %w", sel, err)
 	}
 	defer m.Close()
-	if err := m.Delete(key(h.Netns, sel.Port)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := m.Delete(key(h.Netns, a.port)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("sock_ops %s: delete entry: %w", sel, err)
 	}
 	var k, v []byte
 	if m.Iterate().Next(&k, &v) {
 		return nil // other selectors still enforced
 	}
-	return h.detach()
+	return h.detach(a)
 }
 
-// attach returns the pinned options map, loading, attaching and pinning the
-// program and its maps when they are not there.
-func (h *Host) attach() (*ebpf.Map, error) {
-	if m, err := ebpf.LoadPinnedMap(filepath.Join(h.Dir, pinOptions), nil); err == nil {
-		if h.attached() {
+// attach returns the pinned options map of a, loading, attaching and
+// pinning the program and its maps when they are not there.
+func (h *Host) attach(a attachment) (*ebpf.Map, error) {
+	if m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil); err == nil {
+		if attached(a.dir) {
 			return m, nil
 		}
 		m.Close()
 	}
 	// Half-made pins (a crash between pinning and attaching) go first.
-	if err := h.detach(); err != nil {
+	if err := h.detach(a); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
+	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pin directory: %w", err)
 	}
 	opts, err := newOptionsMap()
@@ -275,7 +362,7 @@ func (h *Host) attach() (*ebpf.Map, error) {
 		Name:         "lowlat_sockops",
 		Type:         ebpf.SockOps,
 		License:      "GPL",
-		Instructions: enforcer(opts, counts, h.Support.NetnsCookie),
+		Instructions: enforcer(opts, counts, h.Support.NetnsCookie, a.outbound),
 	})
 	if err != nil {
 		opts.Close()
@@ -284,24 +371,24 @@ func (h *Host) attach() (*ebpf.Map, error) {
 	defer prog.Close()
 	fail := func(what string, err error) (*ebpf.Map, error) {
 		opts.Close()
-		_ = h.detach()
+		_ = h.detach(a)
 		return nil, bpfError(what, err)
 	}
-	if err := opts.Pin(filepath.Join(h.Dir, pinOptions)); err != nil {
+	if err := opts.Pin(filepath.Join(a.dir, pinOptions)); err != nil {
 		return fail("pin the options map", err)
 	}
-	if err := counts.Pin(filepath.Join(h.Dir, pinCounts)); err != nil {
+	if err := counts.Pin(filepath.Join(a.dir, pinCounts)); err != nil {
 		return fail("pin the counts map", err)
 	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: h.Cgroup, Attach: ebpf.AttachCGroupSockOps, Program: prog})
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: a.cgroup, Attach: ebpf.AttachCGroupSockOps, Program: prog})
 	if err != nil {
-		return fail("attach the sock_ops program to cgroup "+h.Cgroup, err)
+		return fail("attach the sock_ops program to cgroup "+a.cgroup, err)
 	}
 	defer l.Close()
-	if err := l.Pin(filepath.Join(h.Dir, pinLink)); err != nil {
+	if err := l.Pin(filepath.Join(a.dir, pinLink)); err != nil {
 		// Before bpf_link (5.7) the attachment holds the program by itself:
 		// pin the program, so it can be found and detached later.
-		if perr := prog.Pin(filepath.Join(h.Dir, pinProg)); perr != nil {
+		if perr := prog.Pin(filepath.Join(a.dir, pinProg)); perr != nil {
 			_ = l.Close()
 			return fail("pin the sock_ops program", errors.Join(err, perr))
 		}
@@ -309,35 +396,38 @@ func (h *Host) attach() (*ebpf.Map, error) {
 	return opts, nil
 }
 
-// attached reports whether the program's link (or legacy program) is pinned.
-func (h *Host) attached() bool {
+// attached reports whether dir holds the program's link (or legacy program).
+func attached(dir string) bool {
 	for _, p := range []string{pinLink, pinProg} {
-		if _, err := os.Stat(filepath.Join(h.Dir, p)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
 			return true
 		}
 	}
 	return false
 }
 
-// Pins lists lowlat's pinned objects in this namespace's directory: what
-// status checks against the journal, and what a crashed apply leaves.
+// Pins lists lowlat's pinned objects for this namespace, every attachment's:
+// what status checks against the journal, and what a crashed apply leaves.
 func (h *Host) Pins() []string {
 	if h.Dir == "" {
 		return nil
 	}
 	var out []string
-	for _, p := range []string{pinLink, pinProg, pinOptions, pinCounts} {
-		if _, err := os.Stat(filepath.Join(h.Dir, p)); err == nil {
-			out = append(out, filepath.Join(h.Dir, p))
+	filepath.WalkDir(h.Dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
 		}
-	}
+		return nil
+	})
 	return out
 }
 
-// detach detaches the program and removes every pin and the directory.
-func (h *Host) detach() error {
+// detach detaches a's program and removes its pins, its directory, and the
+// directories above it that are left empty: nothing of lowlat's stays in
+// bpffs once the last entry goes.
+func (h *Host) detach(a attachment) error {
 	var errs []error
-	lp := filepath.Join(h.Dir, pinLink)
+	lp := filepath.Join(a.dir, pinLink)
 	if l, err := link.LoadPinnedLink(lp, nil); err == nil {
 		// Detach first: a link whose last reference goes is freed by a
 		// kernel worker a little later, and a rollback must not return
@@ -353,15 +443,15 @@ func (h *Host) detach() error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("open pinned link %s: %w", lp, err))
 	}
-	pp := filepath.Join(h.Dir, pinProg)
+	pp := filepath.Join(a.dir, pinProg)
 	if prog, err := ebpf.LoadPinnedProgram(pp, nil); err == nil {
-		cg, err := os.Open(h.Cgroup)
+		cg, err := os.Open(a.cgroup)
 		if err == nil {
 			err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
 			cg.Close()
 		}
 		if err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("detach %s from %s: %w", pp, h.Cgroup, err))
+			errs = append(errs, fmt.Errorf("detach %s from %s: %w", pp, a.cgroup, err))
 		}
 		prog.Close()
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -371,16 +461,13 @@ func (h *Host) detach() error {
 		return errors.Join(errs...)
 	}
 	for _, p := range []string{pinProg, pinOptions, pinCounts} {
-		if err := os.Remove(filepath.Join(h.Dir, p)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(filepath.Join(a.dir, p)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.Remove(h.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	// lowlat/sockops and lowlat go too once empty: nothing of lowlat's is
-	// left in bpffs. (Not empty: another namespace's entries.)
-	for d := filepath.Dir(h.Dir); d != h.fs && d != "." && d != "/"; d = filepath.Dir(d) {
+	// The directory and those above it go once empty (not empty: another
+	// selector's attachment, another namespace's).
+	for d := a.dir; d != h.fs && d != "." && d != "/"; d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			break
 		}

@@ -27,10 +27,15 @@ func (c Conn) String() string {
 	return fmt.Sprintf("%s→%s (%s[%d] fd %d)", c.Local, c.Remote, c.Comm, c.PID, c.FD)
 }
 
-// Conns lists the established connections whose local port is sel's. A
-// connection no visible process holds (an accept queue's, or one whose
+// Conns lists the established connections sel matches: for a port, those
+// whose local port it is; for a cgroup or service, those its processes
+// opened (owned by one of them, on a local port none of them listens on).
+// A connection no visible process holds (an accept queue's, or one whose
 // owner this user may not inspect) has PID 0 and cannot be set.
 func Conns(ctx context.Context, sel Selector) ([]Conn, error) {
+	if sel.Outbound() {
+		return outboundConns(ctx, sel)
+	}
 	rep, err := sockets.Audit(ctx, sockets.Config{
 		Filter:    sockets.Filter{Port: sel.Port, States: []string{"established"}},
 		NoOptions: true,
@@ -43,7 +48,42 @@ func Conns(ctx context.Context, sel Selector) ([]Conn, error) {
 		if localPort(s.Local) != sel.Port {
 			continue // matched on the remote port
 		}
-		out = append(out, Conn{Inode: s.Inode, PID: s.PID, FD: s.FD, Comm: s.Comm, Local: s.Local, Remote: s.Remote})
+		out = append(out, conn(s))
+	}
+	return out, nil
+}
+
+func conn(s sockets.Socket) Conn {
+	return Conn{Inode: s.Inode, PID: s.PID, FD: s.FD, Comm: s.Comm, Local: s.Local, Remote: s.Remote}
+}
+
+func outboundConns(ctx context.Context, sel Selector) ([]Conn, error) {
+	dir, err := CgroupOf(sel)
+	if err != nil {
+		return nil, fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	pids, err := cgroupPIDs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	rep, err := sockets.Audit(ctx, sockets.Config{
+		Filter:    sockets.Filter{States: []string{"established", "listen"}},
+		NoOptions: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sock_ops %s: list connections: %w", sel, err)
+	}
+	listens := map[uint16]bool{}
+	for _, s := range rep.Sockets {
+		if s.State == "listen" && pids[s.PID] {
+			listens[localPort(s.Local)] = true
+		}
+	}
+	var out []Conn
+	for _, s := range rep.Sockets {
+		if s.State == "established" && pids[s.PID] && !listens[localPort(s.Local)] {
+			out = append(out, conn(s))
+		}
 	}
 	return out, nil
 }

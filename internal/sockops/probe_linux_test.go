@@ -41,8 +41,9 @@ func TestIntegrationProbe(t *testing.T) {
 	}
 }
 
-// TestEnforcerLoads has the verifier check both variants of the program,
-// with and without the netns cookie (kernels before 5.15 load the latter).
+// TestEnforcerLoads has the verifier check every variant of the program:
+// with and without the netns cookie (kernels before 5.15 load the latter),
+// for ports and for a cgroup's outbound connections.
 func TestEnforcerLoads(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -58,10 +59,12 @@ func TestEnforcerLoads(t *testing.T) {
 	}
 	defer counts.Close()
 	for _, cookie := range []bool{true, false} {
-		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SockOps, License: "GPL", Instructions: enforcer(opts, counts, cookie)})
-		if err != nil {
-			t.Fatalf("cookie %v: %v", cookie, err)
+		for _, outbound := range []bool{true, false} {
+			p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SockOps, License: "GPL", Instructions: enforcer(opts, counts, cookie, outbound)})
+			if err != nil {
+				t.Fatalf("cookie %v outbound %v: %v", cookie, outbound, err)
+			}
+			p.Close()
 		}
-		p.Close()
 	}
 }

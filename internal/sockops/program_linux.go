@@ -48,14 +48,19 @@ func newCountsMap() (*ebpf.Map, error) {
 // option the entry holds, counting each outcome in counts. cookie says
 // whether the kernel has bpf_get_netns_cookie in sock_ops (5.15); without
 // it the key's cookie is 0 and an entry applies in every namespace.
-func enforcer(opts, counts *ebpf.Map, cookie bool) asm.Instructions {
+// outbound is a cgroup or service selector's program, attached at that
+// cgroup: it acts on the connections its processes open (active
+// establishment only), and its key's port is 0.
+func enforcer(opts, counts *ebpf.Map, cookie, outbound bool) asm.Instructions {
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, ctxOp, asm.Word),
 		asm.JEq.Imm(asm.R2, opActiveEstab, "match"),
-		asm.JEq.Imm(asm.R2, opPassiveEstab, "match"),
-		asm.Ja.Label("out"),
 	}
+	if !outbound {
+		insns = append(insns, asm.JEq.Imm(asm.R2, opPassiveEstab, "match"))
+	}
+	insns = append(insns, asm.Ja.Label("out"))
 	if cookie {
 		insns = append(insns,
 			asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("match"),
@@ -66,9 +71,14 @@ func enforcer(opts, counts *ebpf.Map, cookie bool) asm.Instructions {
 			asm.Mov.Imm(asm.R0, 0).WithSymbol("match"),
 			asm.StoreMem(asm.RFP, stackKey, asm.R0, asm.DWord))
 	}
+	if outbound {
+		insns = append(insns, asm.StoreImm(asm.RFP, stackKey+8, 0, asm.Word))
+	} else {
+		insns = append(insns,
+			asm.LoadMem(asm.R2, asm.R6, ctxLocalPort, asm.Word),
+			asm.StoreMem(asm.RFP, stackKey+8, asm.R2, asm.Word))
+	}
 	insns = append(insns,
-		asm.LoadMem(asm.R2, asm.R6, ctxLocalPort, asm.Word),
-		asm.StoreMem(asm.RFP, stackKey+8, asm.R2, asm.Word),
 		asm.StoreImm(asm.RFP, stackKey+12, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, opts.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),

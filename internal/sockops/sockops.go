@@ -30,6 +30,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -172,18 +173,30 @@ func (o Option) Canon(v string) string {
 	return v
 }
 
-// Selector says which connections an entry applies to.
+// Selector says which connections an entry applies to: exactly one field
+// is set.
 type Selector struct {
 	// Port is the connections' local port: every connection a server
 	// accepts on a listening port.
 	Port uint16
+	// Cgroup is a cgroup v2 directory below the hierarchy's root
+	// ("/workloads/gateway"): the outbound connections its processes make.
+	Cgroup string
+	// Service is a systemd service ("gateway.service"), found on the host
+	// by its cgroup: the outbound connections its processes make.
+	Service string
 }
 
-// ParseSelector parses "port:N".
+// Outbound reports whether the selector is a process's (cgroup, service):
+// its program attaches at that cgroup and acts on the connections the
+// processes open, not on those they accept.
+func (s Selector) Outbound() bool { return s.Port == 0 }
+
+// ParseSelector parses "port:N", "cgroup:/PATH" or "service:NAME.service".
 func ParseSelector(s string) (Selector, error) {
 	kind, arg, ok := strings.Cut(s, ":")
 	if !ok {
-		return Selector{}, fmt.Errorf("socket selector %q: want port:N", s)
+		return Selector{}, fmt.Errorf("socket selector %q: want port:N, cgroup:/PATH or service:NAME.service", s)
 	}
 	switch kind {
 	case "port":
@@ -192,13 +205,50 @@ func ParseSelector(s string) (Selector, error) {
 			return Selector{}, fmt.Errorf("socket selector %q: %q is not a port (1-65535)", s, arg)
 		}
 		return Selector{Port: uint16(n)}, nil
-	case "cgroup", "service":
-		return Selector{}, fmt.Errorf("socket selector %q: %s selectors are not built yet (use port:N)", s, kind)
+	case "cgroup":
+		if arg == "/" {
+			return Selector{}, fmt.Errorf("socket selector %q: the root cgroup holds every process on the host; select a service's cgroup, or the server's port:N", s)
+		}
+		if !strings.HasPrefix(arg, "/") || path.Clean(arg) != arg || strings.Contains(arg, "/..") || strings.ContainsAny(arg, " \t\n") {
+			return Selector{}, fmt.Errorf("socket selector %q: want an absolute cgroup path below the hierarchy's root (cgroup:/system.slice/gw.service)", s)
+		}
+		return Selector{Cgroup: arg}, nil
+	case "service":
+		if !strings.HasSuffix(arg, ".service") || len(arg) == len(".service") || strings.ContainsAny(arg, "/ \t\n") {
+			return Selector{}, fmt.Errorf("socket selector %q: want a systemd service name (service:gateway.service)", s)
+		}
+		return Selector{Service: arg}, nil
 	}
-	return Selector{}, fmt.Errorf("socket selector %q: unknown kind %q (known: port)", s, kind)
+	return Selector{}, fmt.Errorf("socket selector %q: unknown kind %q (known: port, cgroup, service)", s, kind)
 }
 
-func (s Selector) String() string { return "port:" + strconv.Itoa(int(s.Port)) }
+func (s Selector) String() string {
+	switch {
+	case s.Cgroup != "":
+		return "cgroup:" + s.Cgroup
+	case s.Service != "":
+		return "service:" + s.Service
+	}
+	return "port:" + strconv.Itoa(int(s.Port))
+}
+
+// SplitSetting splits "<selector>/<option>" (a knob's target, a profile
+// setting's name) at its last slash: a cgroup path has slashes of its own.
+func SplitSetting(name string) (Selector, Option, error) {
+	i := strings.LastIndexByte(name, '/')
+	if i < 0 {
+		return Selector{}, 0, fmt.Errorf("socket setting %q: want SELECTOR/OPTION (port:7000/nodelay)", name)
+	}
+	sel, err := ParseSelector(name[:i])
+	if err != nil {
+		return Selector{}, 0, err
+	}
+	opt, err := ParseOption(name[i+1:])
+	if err != nil {
+		return Selector{}, 0, err
+	}
+	return sel, opt, nil
+}
 
 // Entry is what the program sets on one selector's connections: a value per
 // option, absent options untouched.

@@ -54,12 +54,27 @@ func TestSelectorsAndOptions(t *testing.T) {
 	if s, err := ParseSelector("port:7000"); err != nil || s.Port != 7000 || s.String() != "port:7000" {
 		t.Errorf("port:7000: %v %v", s, err)
 	}
+	for in, want := range map[string]Selector{
+		"cgroup:/system.slice/gw.service": {Cgroup: "/system.slice/gw.service"},
+		"service:gw.service":              {Service: "gw.service"},
+	} {
+		if s, err := ParseSelector(in); err != nil || s != want || s.String() != in || !s.Outbound() {
+			t.Errorf("%s: %+v %v", in, s, err)
+		}
+	}
+	if s, o, err := SplitSetting("cgroup:/a/b/nodelay"); err != nil || s.Cgroup != "/a/b" || o != NoDelay {
+		t.Errorf("SplitSetting: %v %v %v", s, o, err)
+	}
 	for in, want := range map[string]string{
-		"port:0":            "not a port",
-		"port:70000":        "not a port",
-		"7000":              "want port:N",
-		"pid:1":             `unknown kind "pid"`,
-		"service:x.service": "not built yet",
+		"port:0":              "not a port",
+		"port:70000":          "not a port",
+		"7000":                "want port:N",
+		"pid:1":               `unknown kind "pid"`,
+		"cgroup:/":            "the root cgroup holds every process",
+		"cgroup:relative":     "want an absolute cgroup path",
+		"cgroup:/a/../b":      "want an absolute cgroup path",
+		"service:gw":          "want a systemd service name",
+		"service:a/b.service": "want a systemd service name",
 	} {
 		if _, err := ParseSelector(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", in, err, want)

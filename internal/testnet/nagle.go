@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,4 +177,163 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(q * float64(len(sorted)-1))
 	return sorted[i]
+}
+
+// nagleClientEnv makes Main run this binary as NagleClient's process.
+const nagleClientEnv = "LOWLAT_TESTNET_NAGLE_CLIENT"
+
+// NagleConn is a client process that sends each request in two writes
+// without TCP_NODELAY and waits for the answer: runbook 001's stall on the
+// sending side, when the peer delays its ACK.
+type NagleConn struct {
+	t   testing.TB
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// NagleClient starts this test binary as a client of 127.0.0.1:port inside
+// n, in the cgroup v2 directory cgroup (as the child sees it, "" for its
+// parent's), on raw descriptors: Go's net package would turn TCP_NODELAY
+// on by itself. It opens one connection at once and keeps it. The test's
+// TestMain must call Main.
+func NagleClient(t testing.TB, n *NS, port int, cgroup string) *NagleConn {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := n.Command(self)
+	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d,%s", nagleClientEnv, port, cgroup))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the Nagle client: %v", err)
+	}
+	c := &NagleConn{t: t, cmd: cmd, in: in, out: bufio.NewReader(out)}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("Nagle client: %q, %v", line, err)
+	}
+	return c
+}
+
+// PID is the client's process.
+func (c *NagleConn) PID() int { return c.cmd.Process.Pid }
+
+// Measure runs count requests on the connection opened at start ("old") or
+// on a new one ("new"), and returns their sorted round trips.
+func (c *NagleConn) Measure(which string, count int) []time.Duration {
+	c.t.Helper()
+	fmt.Fprintf(c.in, "%s %d\n", which, count)
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("Nagle client: %v", err)
+	}
+	var ds []time.Duration
+	for _, f := range strings.Fields(line) {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			c.t.Fatalf("Nagle client: %q", line)
+		}
+		ds = append(ds, time.Duration(n))
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// nagleClientMain is the client process: join the cgroup, connect, then
+// answer "old N" / "new N" lines with N round trips in nanoseconds.
+func nagleClientMain(arg string) error {
+	portStr, cgroup, _ := strings.Cut(arg, ",")
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return err
+	}
+	if cgroup != "" {
+		if err := os.WriteFile(cgroup+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", cgroup, err)
+		}
+	}
+	dial := func() (int, error) {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		return fd, unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+	}
+	old, err := dial()
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var which string
+		var count int
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d", &which, &count); err != nil {
+			return err
+		}
+		fd := old
+		if which == "new" {
+			if fd, err = dial(); err != nil {
+				return err
+			}
+		}
+		var out []string
+		buf := make([]byte, 64)
+		for range count {
+			t0 := time.Now()
+			unix.Write(fd, buf[:32])
+			unix.Write(fd, buf[32:])
+			for got := 0; got < len(buf); {
+				n, err := unix.Read(fd, buf[got:])
+				if err != nil || n == 0 {
+					return fmt.Errorf("read answer: %v", err)
+				}
+				got += n
+			}
+			out = append(out, strconv.FormatInt(int64(time.Since(t0)), 10))
+		}
+		if fd != old {
+			unix.Close(fd)
+		}
+		fmt.Println(strings.Join(out, " "))
+	}
+	return nil
+}
+
+// EchoServer answers every 64 bytes it reads with 64 bytes, on
+// 127.0.0.1:port inside n, in this process, until the test ends.
+func EchoServer(t testing.TB, n *NS, port int) {
+	t.Helper()
+	var ln net.Listener
+	if err := n.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64)
+				for {
+					if _, err := io.ReadFull(c, buf); err != nil {
+						return
+					}
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
 }

@@ -178,6 +178,13 @@ func Main(m *testing.M, cleanups ...func()) {
 			os.Exit(127)
 		}
 	}
+	if arg := os.Getenv(nagleClientEnv); arg != "" {
+		if err := nagleClientMain(arg); err != nil {
+			fmt.Fprintln(os.Stderr, "testnet: Nagle client:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	for _, c := range cleanups {
 		c()
