@@ -170,7 +170,7 @@ func init() {
 					{Metric: "derived.last_byte_1m_rtts", Versus: "initcwnd-40", Op: "between", Value: -0.5, Max: 0.5, Unit: "RTT",
 						Desc: "lowlat: TCP_BPF_IW at establishment replaces the window the route gave, so 1 MB takes the same round trips as initcwnd 40 on the route (within half a round trip)"},
 					{Metric: "derived.last_byte_1m_rtts", Versus: "baseline", Op: ">=", Value: 0.5, Unit: "RTT",
-						Desc: "as initcwnd-40: at least half a round trip sooner than the baseline"},
+						Desc: "lowlat: as with initcwnd 40 on the route, at least half a round trip sooner than the baseline"},
 				}},
 			{Name: "initcwnd-40+tfo", Desc: "initcwnd 40 and TCP Fast Open (server bit by the engine, client uses TFO; repeat connections)",
 				Fix: liveEdge("route.initcwnd", "sysctl.net.ipv4.tcp_fastopen"), App: App{FastOpen: true, Change: "the client connects with TCP Fast Open"},
