@@ -153,6 +153,15 @@ func (t *Topology) labRows(pl *plan.Plan, f *Fix) {
 		c := &pl.Changes[i]
 		kind := knob.Kind(c.Knob)
 		switch {
+		case kind == "sockopt" || kind == "socket":
+			// A port's sock_ops entry is keyed by the namespace's cookie:
+			// it acts in the lab's namespace alone, unless the kernel cannot
+			// tell namespaces apart; a cgroup's program sits in the host's
+			// hierarchy.
+			if c.Action != plan.OK && (!strings.Contains(c.Knob, "/port:") || strings.Contains(c.Note, "every namespace")) {
+				c.Action, c.Supported = plan.Skip, false
+				c.Reason = "host-wide setting: the lab never changes the host (lowlat apply on a real host sets it)"
+			}
 		case kind != "sysctl" && kind != "qdisc" && kind != "route" && kind != "ethtool":
 			// Only sysctls of the namespace, qdiscs, routes and ethtool
 			// settings of its own devices are per namespace; anything else
