@@ -52,7 +52,7 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"lab", "run"}, 2, "missing scenario NAME"},
 		{[]string{"lab", "run", "nope"}, 2, `unknown scenario "nope" (known: bufferbloat-uplink, cross-border-jitter, first-frame, game-egress, nagle-small-messages)`},
-		{[]string{"lab", "run", "first-frame", "--variant", "x"}, 2, `scenario first-frame has no variant "x" (it has: baseline, initcwnd-40, initcwnd-40+tfo, bbr, live-edge)`},
+		{[]string{"lab", "run", "first-frame", "--variant", "x"}, 2, `scenario first-frame has no variant "x" (it has: baseline, initcwnd-40, sockops-initcwnd-40, initcwnd-40+tfo, bbr, live-edge)`},
 		{[]string{"lab", "run", "first-frame", "--id", "Bad/Id"}, 2, "run id"},
 		{[]string{"lab", "run", "first-frame", "--scale", "10"}, 2, "--scale 10"},
 		{[]string{"lab", "vm", "nope"}, 2, "unknown scenario"},
