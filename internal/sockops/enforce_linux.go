@@ -293,9 +293,13 @@ func (h *Host) Set(sel Selector, e Entry) error {
 		return err
 	}
 	defer unlock()
-	// Removing needs the cgroup only to detach a legacy program; a service
-	// that has stopped (its cgroup gone) can still lose its entry.
-	a, err := h.attachmentOf(sel, len(e) > 0)
+	// Removing needs the cgroup only to detach a legacy program (before
+	// bpf_link, 5.7); a service that has stopped, its cgroup gone with the
+	// program attached there, can still lose its entry.
+	a, err := h.attachmentOf(sel, true)
+	if err != nil && len(e) == 0 {
+		a, err = h.attachmentOf(sel, false)
+	}
 	if err != nil {
 		return fmt.Errorf("sock_ops %s: %w", sel, err)
 	}
