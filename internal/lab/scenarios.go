@@ -167,8 +167,8 @@ func init() {
 			{Name: "sockops-initcwnd-40", Desc: "initcwnd 40 for the server's connections only, through sock_ops (sockets --fix initcwnd=40 --port " + fmt.Sprint(ReflectorPort) + "), routes untouched",
 				Fix: &Fix{Profile: "sockops-initcwnd-40", Inline: sockopsIW40, Side: "server", Require: []string{"sockets.port:" + fmt.Sprint(ReflectorPort) + "/initcwnd"}},
 				Expect: []Expect{
-					{Metric: "derived.last_byte_1m_rtts", Versus: "initcwnd-40", Op: "between", Value: -0.5, Max: 0.5, Unit: "RTT",
-						Desc: "lowlat: TCP_BPF_IW at establishment replaces the window the route gave, so 1 MB takes the same round trips as initcwnd 40 on the route (within half a round trip)"},
+					{Metric: "derived.last_byte_300k_rtts", Versus: "initcwnd-40", Op: "between", Value: -0.5, Max: 0.5, Unit: "RTT",
+						Desc: "lowlat: TCP_BPF_IW at establishment replaces the window the route gave, so 300 KB takes the same round trips as initcwnd 40 on the route (measured 0.01-0.03 RTT apart; 1 MB lands on 6.2 or 7.2 RTT for both, as the viewer's receive window allows: not comparable run to run)"},
 					{Metric: "derived.last_byte_1m_rtts", Versus: "baseline", Op: ">=", Value: 0.5, Unit: "RTT",
 						Desc: "lowlat: as with initcwnd 40 on the route, at least half a round trip sooner than the baseline"},
 				}},
