@@ -44,7 +44,10 @@ CGO_ENABLED=0 go build -trimpath -o "$work/lowlat" ./cmd/lowlat
 ip netns add "$ns"
 ip -n "$ns" link set lo up
 # nsenter keeps the host's mounts (bpffs, cgroup2), which ip netns exec hides.
-in_ns "$work/lowlat" reflector --listen 127.0.0.1:$PORT --quiet >"$work/reflector.log" 2>&1 &
+# nsenter execs the reflector, so $! is the reflector itself (a backgrounded
+# shell function would be a subshell, and killing it would leave the
+# reflector running).
+nsenter --net=/run/netns/"$ns" "$work/lowlat" reflector --listen 127.0.0.1:$PORT --quiet >"$work/reflector.log" 2>&1 &
 refl=$!
 sleep 0.5
 
