@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -177,7 +176,7 @@ func markEnforced(rep *sockets.Report) {
 			if listens[s.PID] == nil {
 				listens[s.PID] = map[uint16]bool{}
 			}
-			listens[s.PID][localPort(s.Local)] = true
+			listens[s.PID][sockops.LocalPort(s.Local)] = true
 		}
 	}
 	for i := range rep.Sockets {
@@ -185,9 +184,9 @@ func markEnforced(rep *sockets.Report) {
 		if s.Listener() {
 			continue
 		}
-		e, ok := entries[sockops.Selector{Port: localPort(s.Local)}]
+		e, ok := entries[sockops.Selector{Port: sockops.LocalPort(s.Local)}]
 		for _, ob := range outs {
-			if !ok && ob.pids[s.PID] && !listens[s.PID][localPort(s.Local)] {
+			if !ok && ob.pids[s.PID] && !listens[s.PID][sockops.LocalPort(s.Local)] {
 				e, ok = ob.entry, true
 			}
 		}
@@ -217,10 +216,4 @@ func byLowlat(s *sockets.Socket, opt string) string {
 		return "(lowlat)"
 	}
 	return ""
-}
-
-func localPort(addr string) uint16 {
-	i := strings.LastIndexByte(addr, ':')
-	n, _ := strconv.ParseUint(addr[i+1:], 10, 16)
-	return uint16(n)
 }

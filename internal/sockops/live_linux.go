@@ -45,7 +45,7 @@ func Conns(ctx context.Context, sel Selector) ([]Conn, error) {
 	}
 	var out []Conn
 	for _, s := range rep.Sockets {
-		if localPort(s.Local) != sel.Port {
+		if LocalPort(s.Local) != sel.Port {
 			continue // matched on the remote port
 		}
 		out = append(out, conn(s))
@@ -76,19 +76,21 @@ func outboundConns(ctx context.Context, sel Selector) ([]Conn, error) {
 	listens := map[uint16]bool{}
 	for _, s := range rep.Sockets {
 		if s.State == "listen" && pids[s.PID] {
-			listens[localPort(s.Local)] = true
+			listens[LocalPort(s.Local)] = true
 		}
 	}
 	var out []Conn
 	for _, s := range rep.Sockets {
-		if s.State == "established" && pids[s.PID] && !listens[localPort(s.Local)] {
+		if s.State == "established" && pids[s.PID] && !listens[LocalPort(s.Local)] {
 			out = append(out, conn(s))
 		}
 	}
 	return out, nil
 }
 
-func localPort(addr string) uint16 {
+// LocalPort is the port of an "ADDR:PORT" or "[ADDR]:PORT" as the socket
+// audit writes them.
+func LocalPort(addr string) uint16 {
 	i := strings.LastIndexByte(addr, ':')
 	n, _ := strconv.ParseUint(addr[i+1:], 10, 16)
 	return uint16(n)

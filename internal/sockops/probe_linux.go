@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -41,7 +42,29 @@ func (s *Support) Check(o Option) error {
 // process's own cgroup (never the root: the program acts on nothing but the
 // probe's connection) and makes one loopback connection to itself, in the
 // caller's network namespace. Needs root (CAP_BPF and CAP_NET_ADMIN).
+//
+// What the kernel accepts does not change while lowlat runs: a successful
+// probe is kept for the process, so a plan and the writes of its knobs
+// (each of which opens the host) probe once.
 func Probe() (*Support, error) {
+	probed.Lock()
+	defer probed.Unlock()
+	if probed.s != nil {
+		return probed.s, nil
+	}
+	s, err := probe()
+	if err == nil {
+		probed.s = s
+	}
+	return s, err
+}
+
+var probed struct {
+	sync.Mutex
+	s *Support
+}
+
+func probe() (*Support, error) {
 	if err := features.HaveProgramType(ebpf.SockOps); err != nil {
 		if errors.Is(err, unix.ENOSYS) {
 			return nil, fmt.Errorf("this kernel has no BPF (bpf() answers ENOSYS: built without CONFIG_BPF_SYSCALL): %w", ErrUnsupported)
