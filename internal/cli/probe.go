@@ -311,7 +311,7 @@ func (o *probeTCPOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.rate, "rate", "", "requests per second over all connections (default 10 per connection)")
 	f.IntVar(&o.size, "size", 64, "request and response bytes (1..65507)")
 	f.StringVar(&o.pattern, "pattern", probe.PatternRR, "rr, or write-write-read (the request in two writes, then read)")
-	f.BoolVar(&o.nodelay, "nodelay", true, "set TCP_NODELAY on the client's sockets (--nodelay=false: Nagle)")
+	f.BoolVar(&o.nodelay, "nodelay", true, "set TCP_NODELAY on the client's sockets (--nodelay=false: Nagle, the sockets left as the kernel makes them, with no setsockopt at all)")
 	f.BoolVar(&o.serverNodelay, "server-nodelay", true, "ask the reflector to set TCP_NODELAY on its side")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send requests")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "give up on one request or connection setup after this long")

@@ -35,7 +35,9 @@ type TCPConfig struct {
 	Size    int    `json:"size"`
 	Pattern string `json:"pattern"`
 	// Nagle leaves Nagle's algorithm on for the client's sockets (NoDelay in
-	// the result is its inverse); ServerNagle asks the reflector to do the same
+	// the result is its inverse): they are left as the kernel makes them,
+	// with no setsockopt at all, so an option set from outside (lowlat's
+	// sock_ops program) stays in force as for a C program; ServerNagle asks the reflector to do the same
 	// for its side.
 	Nagle       bool     `json:"-"`
 	NoDelay     bool     `json:"nodelay"`
@@ -141,10 +143,23 @@ type accepted struct {
 	capKbit uint32 // sink and source: the rate cap for this client and direction (0: none)
 }
 
+// contextDialer is a *net.Dialer, or kernelDefaults.
+type contextDialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// kernelDefaults dials connections whose socket options stay as the kernel
+// made them (dialKernelDefaults): the Nagle client of probe tcp.
+type kernelDefaults struct{ timeout time.Duration }
+
+func (k kernelDefaults) DialContext(ctx context.Context, _, address string) (net.Conn, error) {
+	return dialKernelDefaults(ctx, address, k.timeout)
+}
+
 // dialHello connects, sends the hello and reads the reflector's status. It
 // turns the reflector's silence (wrong key) and its refusals into clear
 // errors.
-func dialHello(ctx context.Context, d *net.Dialer, target string, h *hello, m *mac, timeout time.Duration) (net.Conn, accepted, error) {
+func dialHello(ctx context.Context, d contextDialer, target string, h *hello, m *mac, timeout time.Duration) (net.Conn, accepted, error) {
 	conn, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
 		return nil, accepted{}, dialError(target, err)
@@ -355,7 +370,12 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	}()
 	connectH := newShardedHist()
 	var idleTimeout atomic.Uint64
-	d := &net.Dialer{Timeout: timeout}
+	var d contextDialer = &net.Dialer{Timeout: timeout}
+	if cfg.Nagle {
+		// Nagle is the kernel's default: a client that wants it does not
+		// call setsockopt at all, so neither does the probe.
+		d = kernelDefaults{timeout}
+	}
 	flags := uint8(0)
 	if cfg.ServerNagle {
 		flags |= flagServerNagle
@@ -369,8 +389,8 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 		}
 		connectH.record(i, int64(time.Since(t)))
 		idleTimeout.Store(acc.value)
-		if tc, ok := c.(*net.TCPConn); ok {
-			if err := tc.SetNoDelay(cfg.NoDelay); err != nil {
+		if tc, ok := c.(*net.TCPConn); ok && cfg.NoDelay {
+			if err := tc.SetNoDelay(true); err != nil {
 				c.Close()
 				return fmt.Errorf("set TCP_NODELAY: %w", err)
 			}
