@@ -327,9 +327,15 @@ func runLabClean(ctx context.Context, env *Env, o *labCleanOptions, args []strin
 			return jerr
 		}
 	} else if rep != nil {
-		n := len(rep.Namespaces) + len(rep.Processes) + len(rep.TempDirs) + len(rep.States)
+		n := len(rep.Namespaces) + len(rep.Processes) + len(rep.TempDirs) + len(rep.States) + len(rep.Cgroups) + len(rep.Sockops)
+		for _, s := range rep.Sockops {
+			fmt.Fprintln(env.Stdout, "removed sock_ops entry", s)
+		}
 		for _, ns := range rep.Namespaces {
 			fmt.Fprintln(env.Stdout, "removed namespace", ns)
+		}
+		for _, c := range rep.Cgroups {
+			fmt.Fprintln(env.Stdout, "removed cgroup", c)
 		}
 		for _, p := range rep.Processes {
 			fmt.Fprintln(env.Stdout, "killed process", p)

@@ -157,8 +157,10 @@ func (t *Topology) labRows(pl *plan.Plan, f *Fix) {
 			// A port's sock_ops entry is keyed by the namespace's cookie:
 			// it acts in the lab's namespace alone, unless the kernel cannot
 			// tell namespaces apart; a cgroup's program sits in the host's
-			// hierarchy.
-			if c.Action != plan.OK && (!strings.Contains(c.Knob, "/port:") || strings.Contains(c.Note, "every namespace")) {
+			// hierarchy, and only the cgroup the lab made for its own client
+			// application is the lab's.
+			own := f.cgroup != "" && strings.Contains(c.Knob, "/cgroup:"+f.cgroup+"/")
+			if c.Action != plan.OK && !own && (!strings.Contains(c.Knob, "/port:") || strings.Contains(c.Note, "every namespace")) {
 				c.Action, c.Supported = plan.Skip, false
 				c.Reason = "host-wide setting: the lab never changes the host (lowlat apply on a real host sets it)"
 			}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/qdisc"
+	"github.com/lowlat/lowlat/internal/sockops"
 	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/vishvananda/netlink"
 )
@@ -146,6 +147,15 @@ func runScenario(t *testing.T, name string, opts Options, retry bool) *Result {
 	t.Helper()
 	allowCongestion(t)
 	links := hostLinks(t)
+	if opts.Lowlat == "" {
+		// The application of its own (App.OwnProcess) is lowlat, not this
+		// test binary.
+		bin, err := lowlatBin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Lowlat = bin
+	}
 	return retryOnce(t, name, retry, func(attempt int) (*Result, []string) {
 		opts.ID = testID(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -234,13 +244,38 @@ func TestIntegrationNagleSmallMessages(t *testing.T) {
 	hostOnly(t)
 	needRoot(t)
 	r := runScenario(t, "nagle-small-messages", Options{}, true)
-	if len(r.Variants) != 4 {
-		t.Errorf("%d variants ran, want 4", len(r.Variants))
+	if len(r.Variants) != 5 {
+		t.Fatalf("%d variants ran, want 5", len(r.Variants))
 	}
 	// realtime-tcp was applied by the engine and rolled back: it changed
 	// sysctls in the client namespace.
 	if v := r.Variants[1]; len(v.Changes) == 0 {
 		t.Errorf("%s: the engine changed nothing", v.Name)
+	}
+	// sockops-nodelay: the program went to the application's cgroup alone,
+	// and the rollback and the run's cleanup took it and the cgroup away.
+	v := r.Variants[3]
+	if v.Name != "sockops-nodelay" || !slices.ContainsFunc(v.Changes, func(c KnobChange) bool {
+		return strings.HasPrefix(c.Knob, "sockopt/cgroup:/"+NSPrefix) && strings.HasSuffix(c.Knob, "/nodelay")
+	}) {
+		t.Errorf("%s: changes %+v, want sockopt/cgroup:/%s…/nodelay", v.Name, v.Changes, NSPrefix)
+	}
+	noLabSockops(t)
+}
+
+// noLabSockops fails when a lab run left a sock_ops pin or a client cgroup.
+func noLabSockops(t *testing.T) {
+	t.Helper()
+	pins, _ := filepath.Glob("/sys/fs/bpf/lowlat/sockops/*/*")
+	if len(pins) > 0 {
+		t.Errorf("sock_ops pins left: %v", pins)
+	}
+	root, err := sockops.Cgroup2Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, NSPrefix+"*")); len(left) > 0 {
+		t.Errorf("client cgroups left: %v", left)
 	}
 }
 
@@ -427,6 +462,44 @@ func TestIntegrationKilledRunThenClean(t *testing.T) {
 	if strings.Contains(string(out), id) {
 		t.Errorf("a second clean still finds the run:\n%s", out)
 	}
+}
+
+// SIGKILL while lowlat's sock_ops program enforces TCP_NODELAY on the
+// client application's cgroup: the program, its pins and the cgroup outlive
+// the run, keyed by its namespace; lowlat lab clean removes them with it.
+func TestIntegrationKilledSockopsRunThenClean(t *testing.T) {
+	hostOnly(t)
+	needRoot(t)
+	links := hostLinks(t)
+	id := testID(t)
+	cmd, lines, _ := startLab(t, "lab", "run", "nagle-small-messages", "--id", id, "--variant", "sockops-nodelay")
+	waitLine(t, lines, "sockops-nodelay: measure", time.Minute)
+	time.Sleep(time.Second) // the application's connection open
+	inodes := nsInodes(t, id)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	root, err := sockops.Cgroup2Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := filepath.Join(root, nsName(id, "client"))
+	pins, _ := filepath.Glob("/sys/fs/bpf/lowlat/sockops/*/*")
+	if _, err := os.Stat(cg); err != nil || len(pins) == 0 {
+		t.Fatalf("after SIGKILL: cgroup %s (%v), pins %v: the test no longer kills the run while the program is attached", cg, err, pins)
+	}
+	out, err := labCmd(t, "lab", "clean").CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab clean: %v\n%s", err, out)
+	}
+	for _, want := range []string{"removed sock_ops entry " + nsName(id, "client") + ": cgroup:/" + nsName(id, "client"), "removed cgroup " + cg} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("clean did not report %q:\n%s", want, out)
+		}
+	}
+	noLabSockops(t)
+	checkClean(t, id, links, inodes...)
 }
 
 // Ctrl-C: the run stops, says so in one line, exits 130 and removes

@@ -57,7 +57,13 @@ func TestScenariosWellFormed(t *testing.T) {
 				if v.Fix.Side != "client" && v.Fix.Side != "server" {
 					t.Errorf("%s: side %q", v.Name, v.Fix.Side)
 				}
-				r, err := resolveFix(v.Fix)
+				f := v.Fix
+				if v.App.OwnProcess {
+					f = f.bind("/lowlat-lab-test-client")
+				} else if strings.Contains(f.Inline, ClientCgroup) {
+					t.Errorf("%s: the fix names the client application's cgroup, and the application is not a process of its own", v.Name)
+				}
+				r, err := resolveFix(f)
 				if err != nil {
 					t.Errorf("%s: %v", v.Name, err)
 					continue
@@ -66,7 +72,7 @@ func TestScenariosWellFormed(t *testing.T) {
 				for _, s := range r.Settings {
 					keys = append(keys, s.Key)
 				}
-				for _, k := range append(append([]string{}, v.Fix.Only...), v.Fix.Require...) {
+				for _, k := range append(append([]string{}, f.Only...), f.Require...) {
 					if !slices.Contains(keys, k) {
 						t.Errorf("%s: setting %s is not in the resolved profile (%v)", v.Name, k, keys)
 					}
@@ -352,5 +358,41 @@ func TestFixString(t *testing.T) {
 	var nf *Fix
 	if nf.String() != "none" {
 		t.Error("nil fix")
+	}
+}
+
+// The sock_ops variant's profile names the run's client cgroup once bound,
+// and its required setting with it.
+func TestClientNoDelayBind(t *testing.T) {
+	sc, err := Lookup("nagle-small-messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(sc.Variants, func(v Variant) bool { return v.Name == "sockops-nodelay" })
+	if i < 0 {
+		t.Fatal("no sockops-nodelay variant")
+	}
+	v := sc.Variants[i]
+	if !v.App.OwnProcess || !v.App.Nagle {
+		t.Errorf("app %+v: the application runs as a process of its own, Nagle on", v.App)
+	}
+	f := v.Fix.bind("/lowlat-lab-x-client")
+	p, err := profile.Parse("lab:"+f.Profile+".toml", []byte(f.Inline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := profile.Resolve(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "sockets.cgroup:/lowlat-lab-x-client/nodelay"
+	if len(r.Settings) != 1 || r.Settings[0].Key != want || r.Settings[0].Value != "1" && r.Settings[0].Value != "true" {
+		t.Fatalf("settings %+v, want %s on", r.Settings, want)
+	}
+	if len(f.Require) != 1 || f.Require[0] != want {
+		t.Errorf("require %v, want [%s]", f.Require, want)
+	}
+	if strings.Contains(v.Fix.Inline, "/lowlat-lab-x-client") || v.Fix.cgroup != "" {
+		t.Error("bind changed the registered variant")
 	}
 }

@@ -4,6 +4,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -77,6 +78,9 @@ func measureBufferbloat(e *env, vr *VariantResult) error {
 func measureNagle(e *env, vr *VariantResult) error {
 	d := e.opts.dur(5 * time.Second)
 	nagle := e.v.App.Nagle
+	if e.app != nil {
+		return measureNagleApp(e, vr, d)
+	}
 	s, err := startTCPSampler(e.ctx, e.t.Client, e.echo.tcpAddr, 100*time.Millisecond, nagle)
 	if err != nil {
 		return fmt.Errorf("sampler: %w", err)
@@ -98,6 +102,53 @@ func measureNagle(e *env, vr *VariantResult) error {
 	}
 	vr.CDF = "tcp.histograms.rtt_ns"
 	return nil
+}
+
+// measureNagleApp measures the same exchange made by a client application
+// of its own: "lowlat probe tcp" with Nagle on, which leaves its sockets as
+// the kernel makes them (no setsockopt, as a C program that never asks for
+// TCP_NODELAY), in the run's client cgroup. The lab's own sampler is not
+// run: it would be a second client, outside that cgroup, stalling as the
+// baseline does; the timeline is the application's own, per fifth.
+func measureNagleApp(e *env, vr *VariantResult, d time.Duration) error {
+	e.phase(fmt.Sprintf("measure: lowlat probe tcp --pattern write-write-read --nodelay=false for %s, as a process in cgroup %s", d, e.app.rel), d+time.Second)
+	out, err := e.runApp(e.app, "probe", "tcp", e.refl, "--pattern", probe.PatternWriteWriteRead, "--nodelay=false", "--server-nodelay=false",
+		"--connections", "1", "--rate", "20", "--size", "64", "--duration", d.String(), "--json")
+	if err != nil {
+		return err
+	}
+	var res probe.TCPResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return fmt.Errorf("client application's result: %w", err)
+	}
+	if res.Requests == 0 || res.Errors > 0 {
+		return fmt.Errorf("client application: %d requests, %d errors (%s)", res.Requests, res.Errors, res.ErrorSample)
+	}
+	vr.Metrics["tcp"] = &res
+	vr.Metrics["derived"] = map[string]float64{
+		"p50_ms":         ms(res.RTT.P50),
+		"p99_ms":         ms(res.RTT.P99),
+		"service_p50_ms": ms(res.Service.P50),
+	}
+	vr.CDF = "tcp.histograms.rtt_ns"
+	vr.Timeline = batchTimeline(res.Batches, d, "the client application's probe tcp: RTT p50 of each fifth of the run")
+	return nil
+}
+
+// batchTimeline turns a probe's per-fifth figures into a coarse timeline:
+// each fifth's p50 at its middle.
+func batchTimeline(b *probe.Batches, d time.Duration, source string) *Timeline {
+	tl := &Timeline{Source: source, Points: [][2]float64{}}
+	if b == nil {
+		return tl
+	}
+	step := d.Seconds() / float64(len(b.P50))
+	for i, p50 := range b.P50 {
+		if b.Count[i] > 0 {
+			tl.Points = append(tl.Points, [2]float64{round3(step * (float64(i) + 0.5)), ms(p50)})
+		}
+	}
+	return tl
 }
 
 func onOff(b bool) string {

@@ -17,6 +17,10 @@ type Options struct {
 	// Scale multiplies every measurement duration (1 when 0); tests and the
 	// benchmark may shorten a run, never below the probes' minimums.
 	Scale float64
+	// Lowlat is the lowlat binary that runs a client application of its own
+	// (App.OwnProcess); empty means this executable, which is lowlat when
+	// "lowlat lab" runs (a test binary must name one).
+	Lowlat string
 }
 
 func (o *Options) dur(d time.Duration) time.Duration {
@@ -39,6 +43,10 @@ type CleanReport struct {
 	Processes  []int    `json:"processes"`
 	TempDirs   []string `json:"temp_dirs"`
 	States     []string `json:"states"`
+	// Cgroups are client applications' cgroups (App.OwnProcess).
+	Cgroups []string `json:"cgroups"`
+	// Sockops are the sock_ops selectors removed, "namespace: selector".
+	Sockops []string `json:"sockops"`
 	// Running are runs left alone: their process is still alive.
 	Running []string `json:"running,omitempty"`
 	Errors  []string `json:"errors,omitempty"`

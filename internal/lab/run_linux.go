@@ -33,6 +33,8 @@ type env struct {
 	// samplers' echo server.
 	refl string
 	echo *echo
+	// app is the client application's cgroup (App.OwnProcess), else nil.
+	app *appCgroup
 }
 
 // client runs f on a thread in the client namespace.
@@ -217,10 +219,26 @@ func runNetwork(ctx context.Context, t *Topology, opts *Options, sc *Scenario, v
 func runVariant(e *env, tmp string) (vr *VariantResult, err error) {
 	v := e.v
 	vr = &VariantResult{Name: v.Name, Fix: v.fixString(), Status: StatusRan, Metrics: map[string]any{}}
+	fix := v.Fix
+	if v.App.OwnProcess {
+		if e.app, err = newAppCgroup(e.t); err != nil {
+			return vr, fmt.Errorf("lab: variant %s: %w", v.Name, err)
+		}
+		// Deferred first, so it runs after the fix's rollback, which finds
+		// the cgroup's program through it.
+		defer func() {
+			if rerr := e.app.remove(); rerr != nil && err == nil {
+				err = fmt.Errorf("lab: variant %s: %w", v.Name, rerr)
+			}
+		}()
+		if fix != nil {
+			fix = fix.bind(e.app.rel)
+		}
+	}
 	var a *applied
-	if v.Fix != nil {
-		e.phase("apply "+v.Fix.Profile+" with lowlat's engine", 0)
-		a, err = e.t.applyFix(e.ctx, v.Fix, tmp)
+	if fix != nil {
+		e.phase("apply "+fix.Profile+" with lowlat's engine", 0)
+		a, err = e.t.applyFix(e.ctx, fix, tmp)
 		if err != nil {
 			return vr, err
 		}

@@ -51,7 +51,16 @@ type App struct {
 	Flows int
 	// Change describes the application-side change, for reports.
 	Change string
+	// OwnProcess runs the client application as a process of its own
+	// ("lowlat probe tcp", started with the run's lowlat binary) in a cgroup
+	// of its own, as a service is: a fix can then select its connections
+	// with match = "cgroup:{client-cgroup}", from outside the application.
+	OwnProcess bool
 }
+
+// ClientCgroup stands for the client application's cgroup (App.OwnProcess)
+// in a Fix's Inline profile and Require keys; each run has its own.
+const ClientCgroup = "{client-cgroup}"
 
 // Fix is a change applied with lowlat's engine, exactly as "lowlat apply"
 // would: a profile (built in, or a lab-defined one for a runbook's own
@@ -70,6 +79,24 @@ type Fix struct {
 	// Require are setting keys without which the variant measures nothing
 	// new; when the plan cannot apply one, the variant does not run.
 	Require []string
+	// cgroup is the run's ClientCgroup, once bound.
+	cgroup string
+}
+
+// bind returns the fix with ClientCgroup replaced by cgroup, the client
+// application's cgroup (relative to the cgroup v2 root).
+func (f *Fix) bind(cgroup string) *Fix {
+	if cgroup == "" {
+		return f
+	}
+	b := *f
+	b.cgroup = cgroup
+	b.Inline = strings.ReplaceAll(f.Inline, ClientCgroup, cgroup)
+	b.Require = nil
+	for _, r := range f.Require {
+		b.Require = append(b.Require, strings.ReplaceAll(r, ClientCgroup, cgroup))
+	}
+	return &b
 }
 
 // Iface is the interface the fix targets.

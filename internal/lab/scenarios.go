@@ -44,6 +44,19 @@ func gateKeeps() Expect {
 		Desc: "lowlat: the gate (apply --prove, no --slo) keeps it: p50, p99 and loss not worse than the baseline beyond the noise"}
 }
 
+// clientNoDelay is "lowlat sockets --fix nodelay --cgroup" for the lab's
+// client application, as a profile: the application's cgroup is the run's.
+const clientNoDelay = `
+name = "nodelay-for-the-client"
+summary = "TCP_NODELAY on the client application's connections through sock_ops (lowlat sockets --fix nodelay --cgroup CGROUP)"
+
+[[sockets]]
+match = "cgroup:` + ClientCgroup + `"
+nodelay = true
+why = "runbook 001: the application writes small messages in two parts without TCP_NODELAY, and its code cannot change"
+source = "docs/runbooks.md#001-small-tcp-messages-and-nagle"
+`
+
 // uplinkRate is the provider's cap in bufferbloat-uplink (Mbit/s).
 const uplinkRate = 2.0
 
@@ -127,6 +140,11 @@ func init() {
 				App: App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},
 				Expect: []Expect{
 					gateKeeps(), {Metric: "derived.p50_ms", Op: "<", Value: 5, Unit: "ms", Desc: "runbook 001's fix: with TCP_NODELAY the stall is gone; the lab's path has no delay, so p50 < 5 ms (an eighth of the stall)"}}},
+			{Name: "sockops-nodelay", Desc: "lowlat enforces TCP_NODELAY from outside (sock_ops on the client application's cgroup); the application unchanged, Nagle still on in its code",
+				App: App{Nagle: true, OwnProcess: true},
+				Fix: &Fix{Profile: "nodelay-for-the-client", Inline: clientNoDelay, Side: "client", Require: []string{"sockets.cgroup:" + ClientCgroup + "/nodelay"}},
+				Expect: []Expect{
+					gateKeeps(), {Metric: "derived.p50_ms", Op: "<", Value: 5, Unit: "ms", Desc: "lowlat: with TCP_NODELAY enforced on the application's new connections the stall is gone as with the application's own fix (p50 < 5 ms)"}}},
 			{Name: "nodelay+realtime-tcp", Desc: "TCP_NODELAY and the realtime-tcp profile",
 				Fix:    &Fix{Profile: "realtime-tcp", Side: "client"},
 				App:    App{Change: "TCP_NODELAY on both ends (the application's setsockopt)"},

@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/nsthread"
+	"github.com/lowlat/lowlat/internal/sockops"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -191,7 +194,7 @@ func alive(pid int, start uint64) bool {
 // temporary directory "lowlat-lab-*" no live run claims. Runs whose process
 // is alive are left alone unless force is set.
 func Clean(force bool) (*CleanReport, error) {
-	rep := &CleanReport{Namespaces: []string{}, Processes: []int{}, TempDirs: []string{}, States: []string{}}
+	rep := &CleanReport{Namespaces: []string{}, Processes: []int{}, TempDirs: []string{}, States: []string{}, Cgroups: []string{}, Sockops: []string{}}
 	states, err := loadStates()
 	if err != nil {
 		return rep, err
@@ -248,6 +251,7 @@ func Clean(force bool) (*CleanReport, error) {
 			rep.removeNS(n)
 		}
 	}
+	rep.removeCgroups(live)
 	dirs, _ := filepath.Glob(filepath.Join(TempBase, "lowlat-lab-*"))
 	for _, d := range dirs {
 		if !live[d] && isLabTempDir(d) {
@@ -278,6 +282,7 @@ func (rep *CleanReport) removeNS(name string) {
 	// failed bind mount leaves.
 	var sfs unix.Statfs_t
 	if unix.Statfs(p, &sfs) == nil && sfs.Type == unix.NSFS_MAGIC {
+		rep.clearSockops(name, p)
 		for _, pid := range procsInNetns(st.Ino) {
 			if pid == os.Getpid() {
 				continue
@@ -292,6 +297,66 @@ func (rep *CleanReport) removeNS(name string) {
 		return
 	}
 	rep.Namespaces = append(rep.Namespaces, name)
+}
+
+// clearSockops removes the sock_ops entries a run's fix left in the
+// namespace at path: they are keyed by the namespace and outlive it in bpffs
+// (and attached to the host's cgroups) unless removed while it exists.
+func (rep *CleanReport) clearSockops(name, path string) {
+	if _, err := os.Stat(sockopsPins); err != nil {
+		return // lowlat has nothing pinned at all
+	}
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		rep.Errors = append(rep.Errors, fmt.Sprintf("netns %s: %v", name, err))
+		return
+	}
+	defer h.Close()
+	var sels []sockops.Selector
+	if err := nsthread.OnNewThread(func() error {
+		if err := nsthread.NS(h).Join(); err != nil {
+			return err
+		}
+		var err error
+		sels, err = sockops.Clear()
+		return err
+	}); err != nil {
+		rep.Errors = append(rep.Errors, fmt.Sprintf("netns %s: %v", name, err))
+	}
+	for _, sel := range sels {
+		rep.Sockops = append(rep.Sockops, name+": "+sel.String())
+	}
+}
+
+// sockopsPins is where lowlat pins sock_ops programs (sockops.Open).
+const sockopsPins = "/sys/fs/bpf/lowlat/sockops"
+
+// removeCgroups removes the client applications' cgroups (App.OwnProcess)
+// of runs that are gone: named NSPrefix*, below the unified hierarchy.
+func (rep *CleanReport) removeCgroups(live map[string]bool) {
+	root, err := sockops.Cgroup2Root()
+	if err != nil {
+		return // no unified hierarchy: no run made one
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, NSPrefix+"*"))
+	for _, d := range dirs {
+		if live[filepath.Base(d)] {
+			continue
+		}
+		// Its processes lived in the run's namespace and were stopped with
+		// it; the kernel may take a moment to empty the cgroup.
+		var err error
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if err = os.Remove(d); err == nil || os.IsNotExist(err) || time.Now().After(end) {
+				break
+			}
+		}
+		if err != nil && !os.IsNotExist(err) {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("remove cgroup %s: %v", d, err))
+		} else if err == nil {
+			rep.Cgroups = append(rep.Cgroups, d)
+		}
+	}
 }
 
 // procsInNetns lists the processes whose network namespace has inode ino.

@@ -15,7 +15,7 @@ import (
 // attaches at. A service is found by its unit's directory in the unified
 // hierarchy (system.slice first); one that is not running has none.
 func CgroupOf(sel Selector) (string, error) {
-	root, err := cgroup2Mount()
+	root, err := Cgroup2Root()
 	if err != nil {
 		return "", err
 	}

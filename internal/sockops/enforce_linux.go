@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,7 +53,7 @@ func Open() (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	cg, err := cgroup2Mount()
+	cg, err := Cgroup2Root()
 	if err != nil {
 		return nil, err
 	}
@@ -518,4 +519,52 @@ func lockDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("lock pin directory %s: %w", dir, err)
 	}
 	return func() { unix.Close(fd) }, nil
+}
+
+// Clear removes every entry and attachment lowlat has in the caller's
+// network namespace, pins without an entry included (an apply killed
+// between attach and write). It is for a namespace being thrown away, such
+// as a killed lab run's: a journal restores values, this only removes. It
+// returns the selectors whose attachment or entry it removed.
+func Clear() ([]Selector, error) {
+	loc, err := Locate()
+	if err != nil || loc.Dir == "" || !exists(loc.Dir) {
+		return nil, err
+	}
+	h, err := Open()
+	if err != nil {
+		return nil, err
+	}
+	if h.Dir != loc.Dir {
+		return nil, fmt.Errorf("sock_ops: pins in %s, and this kernel would use %s", loc.Dir, h.Dir)
+	}
+	entries, err := h.Entries()
+	if err != nil {
+		return nil, err
+	}
+	sels := map[Selector]bool{}
+	for sel := range entries {
+		sels[sel] = true
+	}
+	if attached(h.Dir) || exists(filepath.Join(h.Dir, pinOptions)) {
+		// The port selectors' attachment: any port names it.
+		sels[Selector{Port: 1}] = true
+	}
+	subs, _ := os.ReadDir(h.Dir)
+	for _, d := range subs {
+		if sel, ok := selectorOfDir(d.Name()); ok && d.IsDir() {
+			sels[sel] = true
+		}
+	}
+	var errs []error
+	var done []Selector
+	for sel := range sels {
+		if err := h.Set(sel, Entry{}); err != nil {
+			errs = append(errs, err)
+		} else {
+			done = append(done, sel)
+		}
+	}
+	slices.SortFunc(done, func(a, b Selector) int { return strings.Compare(a.String(), b.String()) })
+	return done, errors.Join(errs...)
 }

@@ -170,9 +170,9 @@ func bpfError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// cgroup2Mount finds where the unified cgroup hierarchy is mounted: /sys/fs/cgroup
+// Cgroup2Root finds where the unified cgroup hierarchy is mounted: /sys/fs/cgroup
 // on current systems, /sys/fs/cgroup/unified on hybrid ones.
-func cgroup2Mount() (string, error) {
+func Cgroup2Root() (string, error) {
 	dir, err := hostMount("cgroup2")
 	if err != nil {
 		return "", err
@@ -185,7 +185,7 @@ func cgroup2Mount() (string, error) {
 
 // ownCgroup is this process's cgroup v2 directory.
 func ownCgroup() (string, error) {
-	root, err := cgroup2Mount()
+	root, err := Cgroup2Root()
 	if err != nil {
 		return "", err
 	}
