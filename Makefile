@@ -26,11 +26,11 @@ BIN := bin/lowlat
 # Ansible collection's fleet test.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
-	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool
+	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).
-VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab
+VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab ./internal/pathprobe
 
 # Fuzz budgets are execution counts, not durations: a duration -fuzztime can
 # fail with "context deadline exceeded" at its boundary on a loaded machine

@@ -22,10 +22,10 @@ import (
 
 func newProbeCmd(env *Env) *cobra.Command {
 	return newGroupCmd("probe <kind>",
-		"measure latency against a lowlat reflector (udp, tcp, crr, load, compare) or any host (icmp)",
+		"measure latency against a lowlat reflector (udp, tcp, crr, load, compare) or any host (icmp, path)",
 		"Measure latency against a lowlat reflector: the other end runs 'lowlat reflector'. 'probe icmp' pings a host that runs none.",
 		"kind",
-		newProbeUDPCmd(env), newProbeTCPCmd(env), newProbeCRRCmd(env), newProbeICMPCmd(env), newProbeLoadCmd(env), newProbeCompareCmd(env))
+		newProbeUDPCmd(env), newProbeTCPCmd(env), newProbeCRRCmd(env), newProbeICMPCmd(env), newProbePathCmd(env), newProbeLoadCmd(env), newProbeCompareCmd(env))
 }
 
 // outFlags are the flags every measuring probe shares.

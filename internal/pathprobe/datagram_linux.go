@@ -1,0 +1,160 @@
+package pathprobe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// probeRec is one probe sent.
+type probeRec struct {
+	ttl      int
+	sent     time.Time
+	answered bool
+}
+
+// runDatagram sends UDP or ICMP echo probes in rounds, every TTL up to the
+// destination's once per round, and reads replies as they come.
+func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, string, error) {
+	var nb [4]byte
+	rand.Read(nb[:])
+	nonce := binary.BigEndian.Uint32(nb[:])
+	s, err := openSock(cfg.Proto, addr, port, flow, nonce)
+	if err != nil {
+		return nil, 0, 0, "", err
+	}
+	defer s.close()
+
+	var (
+		mu      sync.Mutex
+		probes  = map[uint32]*probeRec{}
+		bySeq   = map[uint16]uint32{} // echo sequence → probe, for 8-byte quotes
+		raw     = make([]rawHop, cfg.MaxHops)
+		destTTL = 0
+		pending = 0
+		settled = make(chan struct{}, 1)
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.read(func(ev event) {
+			mu.Lock()
+			defer mu.Unlock()
+			n, ok := ev.probe, ev.matched
+			if !ok && ev.hasEchoSeq {
+				n, ok = bySeq[ev.echoSeq]
+			}
+			p := probes[n]
+			if !ok || p == nil || p.answered {
+				return
+			}
+			rtt := ev.rx.Sub(p.sent)
+			if rtt > cfg.Timeout {
+				return // late: counted as lost, as mtr does
+			}
+			p.answered = true
+			pending--
+			dest := ev.from == addr && (ev.icmpType == 0 || ev.icmpType == 3)
+			if dest && (destTTL == 0 || p.ttl < destTTL) {
+				destTTL = p.ttl
+			}
+			raw[p.ttl-1].replies = append(raw[p.ttl-1].replies, reply{addr: ev.from.String(), rtt: float64(rtt.Nanoseconds()) / 1e3, dest: dest})
+			if pending == 0 {
+				select {
+				case settled <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}()
+
+	var probe uint32
+	var sendErr error
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	next := time.Now()
+rounds:
+	for round := 0; round < cfg.Count; round++ {
+		mu.Lock()
+		limit := cfg.MaxHops
+		if destTTL > 0 {
+			limit = destTTL
+		}
+		mu.Unlock()
+		gap := min(cfg.Interval/time.Duration(limit+1), 20*time.Millisecond)
+		for ttl := 1; ttl <= limit; ttl++ {
+			mu.Lock()
+			if destTTL > 0 && ttl > destTTL {
+				mu.Unlock()
+				break
+			}
+			// Sent under the lock: a reply read before the send time is
+			// recorded (a first hop answers in tens of µs) would look late.
+			// Its kernel receive time does not wait for the lock.
+			probe++
+			sent, err := s.send(probe, ttl)
+			if err != nil {
+				mu.Unlock()
+				sendErr = err
+				break rounds
+			}
+			probes[probe] = &probeRec{ttl: ttl, sent: sent}
+			bySeq[uint16(probe)] = probe
+			raw[ttl-1].sent++
+			pending++
+			mu.Unlock()
+			if ttl < limit && !sleep(ctx, t, gap) {
+				break rounds
+			}
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(round+1, cfg.Count)
+		}
+		next = next.Add(cfg.Interval)
+		if round < cfg.Count-1 && !sleep(ctx, t, time.Until(next)) {
+			break
+		}
+	}
+	// The last replies: until every probe is answered or the timeout. A
+	// signal may be left from an earlier moment all were answered, so the
+	// count is checked again after each.
+	last := time.NewTimer(cfg.Timeout)
+	defer last.Stop()
+wait:
+	for ctx.Err() == nil {
+		mu.Lock()
+		waiting := pending > 0
+		mu.Unlock()
+		if !waiting {
+			break
+		}
+		select {
+		case <-settled:
+		case <-last.C:
+			break wait
+		case <-ctx.Done():
+		}
+	}
+	s.f.SetReadDeadline(time.Now())
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	// A send that fails half-way (the route went away) ends the run with
+	// what was measured, as an unreachable destination does.
+	if sendErr != nil && len(probes) == 0 {
+		return nil, 0, 0, "", sendErr
+	}
+	if destTTL > 0 {
+		// Probes past the destination's TTL in the first round: the
+		// destination answered them too, and they are not hops.
+		raw = raw[:destTTL]
+	}
+	kind := "recverr"
+	if s.raw {
+		kind = "raw"
+	}
+	return raw, destTTL, s.flow, kind, nil
+}

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package pathprobe
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+)
+
+var errOS = fmt.Errorf("%w: probe path needs Linux (IP_RECVERR), not %s", ErrConfig, runtime.GOOS)
+
+func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, string, error) {
+	return nil, 0, 0, "", errOS
+}
+
+func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, error) {
+	return nil, 0, 0, errOS
+}
