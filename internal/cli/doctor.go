@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/lowlat/lowlat/internal/doctor"
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/version"
@@ -39,6 +41,7 @@ type doctorOptions struct {
 	plan   planFlags
 	json   bool
 	window time.Duration
+	path   string
 }
 
 func newDoctorCmd(env *Env) *cobra.Command {
@@ -54,12 +57,16 @@ func newDoctorCmd(env *Env) *cobra.Command {
 	o.plan.register(f)
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.DurationVar(&o.window, "sample", doctor.DefaultSampleWindow, "watch NIC drop counters and softirq load on this host for `duration` (0: off; a longer look catches rarer drops)")
+	f.StringVar(&o.path, "path", "", "also probe the path to `HOST[:PORT]` hop by hop (UDP, 10 probes per hop) and say where delay or loss starts")
 	return cmd
 }
 
 func runDoctor(ctx context.Context, env *Env, o *doctorOptions, args []string) error {
 	if o.window < 0 || o.window > time.Minute {
 		return &ExitError{Code: 2, Err: fmt.Errorf("doctor: --sample %v: want 0..1m", o.window)}
+	}
+	if o.path != "" && (o.src.from != "" || o.src.root != "") {
+		return &ExitError{Code: ExitUsage, Err: errors.New("doctor: --path measures from this host, not from a capture (--from, --root)")}
 	}
 	start := time.Now()
 	f, err := o.src.load(ctx)
@@ -68,6 +75,18 @@ func runDoctor(ctx context.Context, env *Env, o *doctorOptions, args []string) e
 	}
 	nics, nicErr := knob.EthtoolOf(knob.Live)
 	opts := doctor.Options{Sampler: doctor.LiveSampler{Proc: "/proc", NICs: nics, NICErr: nicErr}, SampleWindow: o.window}
+	if o.path != "" {
+		stop := progress(env, "doctor --path", 3*time.Second)
+		res, err := pathprobe.Run(ctx, pathprobe.Config{Target: o.path, Count: 10, Interval: 200 * time.Millisecond, Timeout: time.Second})
+		stop()
+		switch {
+		case errors.Is(err, pathprobe.ErrConfig):
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("doctor --path: %w", err)}
+		case err != nil:
+			return fmt.Errorf("doctor --path %s: %w", o.path, err)
+		}
+		opts.Path = res
+	}
 	if o.plan.profile != "" {
 		pl, _, err := makePlan(ctx, f, &o.plan, "doctor")
 		if err != nil {

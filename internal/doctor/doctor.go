@@ -12,6 +12,7 @@ package doctor
 
 import (
 	"fmt"
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -60,6 +61,8 @@ type Options struct {
 	// Facts from a capture are never sampled.
 	Sampler      Sampler
 	SampleWindow time.Duration
+	// Path, when doctor --path measured one, adds the path finding.
+	Path *pathprobe.Result
 
 	// Filled by Run: what the sampler saw, once for all checks.
 	sample       *Sample
@@ -105,6 +108,9 @@ func Run(f *host.Facts, o Options) *Report {
 	}
 	if o.Plan != nil {
 		rep.Findings = append(rep.Findings, planFindings(o.Plan)...)
+	}
+	if o.Path != nil {
+		rep.Findings = append(rep.Findings, PathFinding(o.Path))
 	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		return rank(rep.Findings[i].Severity) > rank(rep.Findings[j].Severity)
