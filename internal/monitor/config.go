@@ -13,6 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/probe"
 )
 
@@ -24,7 +25,16 @@ const DefaultListen = "127.0.0.1:9431"
 const DefaultDoctorInterval = 10 * time.Minute
 
 // Kinds of target.
-var Kinds = []string{"udp", "tcp", "crr", "icmp"}
+var Kinds = []string{"udp", "tcp", "crr", "icmp", "path"}
+
+// Path targets: how often the path is measured by default and at least
+// (a run sends PathCount probes to every hop), and a run's shape.
+const (
+	DefaultPathInterval = time.Minute
+	MinPathInterval     = 10 * time.Second
+	PathCount           = 10
+	PathRound           = 200 * time.Millisecond
+)
 
 // Config is a monitor's configuration (monitor.toml).
 type Config struct {
@@ -200,6 +210,9 @@ func finishTarget(t *Target) error {
 	case t.Address == "":
 		return errAt(t.Pos, "target %q: address missing", t.Name)
 	}
+	if t.Kind == "path" {
+		return finishPathTarget(t)
+	}
 	if t.Interval == 0 {
 		t.Interval = time.Second
 	}
@@ -226,6 +239,35 @@ func finishTarget(t *Target) error {
 		}
 	}
 	return nil
+}
+
+// finishPathTarget checks a kind = "path" target: a host (or host:port for
+// its UDP probes), measured every interval, each reply waited for up to
+// timeout. The probe options of the other kinds do not apply.
+func finishPathTarget(t *Target) error {
+	for _, k := range []string{"size", "response", "dscp", "key_file", "rate", "slo_p99"} {
+		if p, ok := t.keys[k]; ok {
+			return errAt(p, "target %q: %s does not apply to a path target (name, kind, address, interval, timeout, labels)", t.Name, k)
+		}
+	}
+	if t.Interval == 0 {
+		t.Interval = DefaultPathInterval
+	}
+	if t.Interval < MinPathInterval {
+		return errAt(t.at("interval"), "target %q: interval %s: a path target runs %d probes per hop each time; at least %s", t.Name, t.Interval, PathCount, MinPathInterval)
+	}
+	if t.Timeout == 0 {
+		t.Timeout = time.Second
+	}
+	if err := t.PathConfig().Check(); err != nil {
+		return errAt(t.at("address"), "target %q: %v", t.Name, err)
+	}
+	return nil
+}
+
+// PathConfig is the path probe run of a kind = "path" target.
+func (t *Target) PathConfig() pathprobe.Config {
+	return pathprobe.Config{Target: t.Address, Count: PathCount, Interval: PathRound, Timeout: t.Timeout}
 }
 
 // unknownKey is a key the config does not have; the caller places it at

@@ -64,6 +64,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := "[[target]]\nname = \"a\"\nkind = \"udp\"\naddress = \"10.0.0.1:7431\"\n"
+	pathHead := "[[target]]\nname = \"p\"\nkind = \"path\"\naddress = \"10.0.0.1\"\n"
 	for _, tt := range []struct{ name, text, want string }{
 		{"syntax", "listen = \n", "m.toml:1:10: TOML syntax"},
 		{"unknown top key", "listn = \"x\"\n", `m.toml:1:1: unknown key "listn"`},
@@ -72,7 +73,7 @@ func TestConfigErrors(t *testing.T) {
 		{"wrong type", head + "interval = 50\n", "m.toml:5:12: interval: want a duration string"},
 		{"bad duration", head + "interval = \"50 ms\"\n", `m.toml:5:12: interval: "50 ms": want a duration`},
 		{"interval too short", head + "interval = \"1ms\"\n", `m.toml:5:12: target "a": interval 1ms: must be at least 10ms`},
-		{"bad kind", "[[target]]\nname = \"a\"\nkind = \"http\"\n", `m.toml:3:8: kind: "http": want one of udp, tcp, crr, icmp`},
+		{"bad kind", "[[target]]\nname = \"a\"\nkind = \"http\"\n", `m.toml:3:8: kind: "http": want one of udp, tcp, crr, icmp, path`},
 		{"missing address", "[[target]]\nname = \"a\"\nkind = \"udp\"\n", `m.toml:1:3: target "a": address missing`},
 		{"no port", "[[target]]\nname = \"a\"\nkind = \"tcp\"\naddress = \"10.0.0.1\"\n", `m.toml:4:11: target "a": address "10.0.0.1": want host:port`},
 		{"duplicate name", head + head, `m.toml:6:8: target "a": name already used at line 1`},
@@ -90,6 +91,9 @@ func TestConfigErrors(t *testing.T) {
 		{"rate string", head + "rate = \"20Hz\"\n", "m.toml:5:8: rate: want a number (probes per second), got a string"},
 		{"rate too high", head + "rate = 1000\n", `m.toml:5:8: target "a": interval 1ms: must be at least 10ms`},
 		{"slo negative", head + "slo_p99 = \"-1ms\"\n", `m.toml:5:11: slo_p99: "-1ms": want a duration`},
+		{"path too often", pathHead + "interval = \"1s\"\n", `m.toml:5:12: target "p": interval 1s: a path target runs 10 probes per hop each time; at least 10s`},
+		{"path with size", pathHead + "size = 100\n", `m.toml:5:8: target "p": size does not apply to a path target`},
+		{"path with icmp port", "[[target]]\nname = \"p\"\nkind = \"path\"\naddress = \"10.0.0.1:99999\"\n", `m.toml:4:11: target "p": probe path: 10.0.0.1:99999: bad port`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseConfig("m.toml", []byte(tt.text))
@@ -107,5 +111,18 @@ func TestLoadConfigMissingFile(t *testing.T) {
 	_, err := LoadConfig("/nonexistent/monitor.toml")
 	if err == nil || err.Error() != "/nonexistent/monitor.toml: read: no such file or directory" {
 		t.Errorf("got %v", err)
+	}
+}
+
+// A path target takes a bare host and measures every minute by default.
+func TestPathTargetConfig(t *testing.T) {
+	c, err := ParseConfig("m.toml", []byte("[[target]]\nname = \"edge\"\nkind = \"path\"\naddress = \"192.0.2.1\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := c.Targets[0]
+	pc := tg.PathConfig()
+	if tg.Interval != DefaultPathInterval || tg.Timeout != time.Second || pc.Target != "192.0.2.1" || pc.Count != PathCount || pc.Interval != PathRound {
+		t.Errorf("target %+v, path config %+v", tg, pc)
 	}
 }

@@ -2,7 +2,10 @@ package monitor
 
 import (
 	"runtime"
+	"strconv"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/pathprobe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -121,6 +124,13 @@ var (
 	// Not a "quantile" label: Prometheus keeps that for summaries.
 	dSLO   = prometheus.NewDesc("lowlat_probe_slo_p99_seconds", "The target's p99 round-trip objective (slo_p99).", []string{"target", "kind"}, nil)
 	dBuild = prometheus.NewDesc("lowlat_build_info", "lowlat's version, 1.", []string{"version", "goversion", "revision"}, nil)
+	// Path targets, from their last run: per hop, then the verdict.
+	dHopRTT     = prometheus.NewDesc("lowlat_path_hop_rtt_seconds", "A path target's round-trip time to each hop in its last run, by statistic (p50, p99).", []string{"target", "hop", "address", "stat"}, nil)
+	dHopLoss    = prometheus.NewDesc("lowlat_path_hop_loss_ratio", "Share of a path target's probes to each hop that got no reply in its last run.", []string{"target", "hop", "address"}, nil)
+	dHopLimited = prometheus.NewDesc("lowlat_path_hop_rate_limited", "1 when a hop's loss or delay did not carry on to later hops (ICMP rate limit or slow-path reply).", []string{"target", "hop", "address"}, nil)
+	dVerdict    = prometheus.NewDesc("lowlat_path_verdict_hop", "The first hop whose added delay or loss carries on to the destination (0: none), with its kind.", []string{"target", "kind"}, nil)
+	dReached    = prometheus.NewDesc("lowlat_path_reached", "1 when the path target's destination answered in its last run.", []string{"target"}, nil)
+	dPathLast   = prometheus.NewDesc("lowlat_path_last_run_timestamp_seconds", "When a path target's last run began.", []string{"target"}, nil)
 )
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -149,6 +159,33 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if t.SLO > 0 {
 			gauge(dSLO, t.SLO.Seconds(), t.Name, t.Kind)
 		}
+	}
+
+	m.mu.Lock()
+	var paths []*pathprobe.Result
+	var pathNames []string
+	for name, t := range m.targets {
+		t.mu.Lock()
+		if t.path != nil {
+			paths, pathNames = append(paths, t.path), append(pathNames, name)
+		}
+		t.mu.Unlock()
+	}
+	m.mu.Unlock()
+	for i, r := range paths {
+		name := pathNames[i]
+		for _, h := range r.Hops {
+			hop := strconv.Itoa(h.Index)
+			if h.Received > 0 {
+				gauge(dHopRTT, h.RTT.P50/1e6, name, hop, h.Address, "p50")
+				gauge(dHopRTT, h.RTT.P99/1e6, name, hop, h.Address, "p99")
+			}
+			gauge(dHopLoss, h.LossPct/100, name, hop, h.Address)
+			gauge(dHopLimited, b2f(h.RateLimited), name, hop, h.Address)
+		}
+		gauge(dVerdict, float64(r.Verdict.Hop), name, r.Verdict.Kind)
+		gauge(dReached, b2f(r.Reached), name)
+		gauge(dPathLast, float64(r.Started.Unix()), name)
 	}
 
 	if !st.doctorAt.IsZero() {

@@ -13,6 +13,7 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"math"
 	"net"
 	"net/http"
@@ -43,6 +44,8 @@ type Options struct {
 	Hostname          string
 	// Watch overrides the probe per kind (tests); nil: the probe package's.
 	Watch map[string]WatchFunc
+	// Path measures a path target once; nil: pathprobe.Run.
+	Path func(ctx context.Context, cfg pathprobe.Config) (*pathprobe.Result, error)
 }
 
 // WatchFunc probes one target until ctx ends.
@@ -201,6 +204,14 @@ func (m *Monitor) start(tc *Target, old *target) {
 	ctx, cancel := context.WithCancel(m.ctx)
 	t := &target{cfg: *tc, cancel: cancel, series: m.metrics.series(tc)}
 	m.targets[tc.Name] = t
+	if tc.Kind == "path" {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.pathLoop(ctx, t)
+		}()
+		return
+	}
 	watch := watchers[tc.Kind]
 	if f := m.opts.Watch[tc.Kind]; f != nil {
 		watch = f
@@ -223,6 +234,50 @@ func (m *Monitor) start(tc *Target, old *target) {
 	}()
 }
 
+// pathLoop measures a path target every interval, keeping the last result
+// for the scrape and the page; a failed run keeps the previous one and says
+// why on the page.
+func (m *Monitor) pathLoop(ctx context.Context, t *target) {
+	run := m.opts.Path
+	if run == nil {
+		run = pathprobe.Run
+	}
+	t.mu.Lock()
+	cfg := t.cfg
+	t.mu.Unlock()
+	tick := time.NewTicker(cfg.Interval)
+	defer tick.Stop()
+	failing := false
+	for {
+		res, err := run(ctx, cfg.PathConfig())
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			t.setState(true, err.Error())
+			if !failing {
+				m.opts.Logf("target %s: path: %v", cfg.Name, err)
+			}
+			failing = true
+		default:
+			t.mu.Lock()
+			t.path = res
+			t.mu.Unlock()
+			t.setState(false, "")
+			if failing {
+				m.opts.Logf("target %s: path measured again", cfg.Name)
+			}
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // target is one running watch with its ring and series.
 type target struct {
 	cfg    Target
@@ -235,6 +290,8 @@ type target struct {
 	lastRTT   float64
 	haveRTT   bool
 	lastError string
+	// path is a path target's last measurement.
+	path *pathprobe.Result
 }
 
 func (t *target) setConfig(c *Target) {
@@ -289,7 +346,7 @@ func (t *target) sink(s probe.Sample) {
 func (t *target) view(now time.Time) TargetView {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v := TargetView{Name: t.cfg.Name, Kind: t.cfg.Kind, Address: t.cfg.Address, Interval: t.cfg.Interval, SLO: t.cfg.SLO, Labels: t.cfg.Labels, LastError: t.lastError}
+	v := TargetView{Name: t.cfg.Name, Kind: t.cfg.Kind, Address: t.cfg.Address, Interval: t.cfg.Interval, SLO: t.cfg.SLO, Labels: t.cfg.Labels, LastError: t.lastError, Path: t.path}
 	v.Slots, v.CDF, v.Sent, v.Lost = t.hist.view(now)
 	return v
 }

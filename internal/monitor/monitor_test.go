@@ -374,3 +374,63 @@ func TestSlowWatchBlocksNothing(t *testing.T) {
 		t.Errorf("page: %d", resp.StatusCode)
 	}
 }
+
+// A path target measures the path with lowlat's path probe (unprivileged
+// UDP, here to loopback) and exports each hop and the verdict; promtool
+// finds nothing to say about the series, and the page and its JSON show the
+// hops.
+func TestMonitorPathTarget(t *testing.T) {
+	cfg, err := ParseConfig("t.toml", []byte("[[target]]\nname = \"lo\"\nkind = \"path\"\naddress = \"127.0.0.1\"\ninterval = \"10s\"\ntimeout = \"500ms\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, cfg, Options{Version: "v"})
+	defer r.stop()
+	var fams map[string]*dto.MetricFamily
+	var body string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if fams, body = scrape(t, r.addr); fams["lowlat_path_verdict_hop"] != nil {
+			break
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		ok     func(float64) bool
+	}{
+		{"lowlat_path_hop_rtt_seconds", map[string]string{"target": "lo", "hop": "1", "address": "127.0.0.1", "stat": "p50"}, func(v float64) bool { return v > 0 && v < 0.1 }},
+		{"lowlat_path_hop_rtt_seconds", map[string]string{"target": "lo", "hop": "1", "stat": "p99"}, func(v float64) bool { return v > 0 }},
+		{"lowlat_path_hop_loss_ratio", map[string]string{"target": "lo", "hop": "1"}, func(v float64) bool { return v == 0 }},
+		{"lowlat_path_hop_rate_limited", map[string]string{"target": "lo", "hop": "1"}, func(v float64) bool { return v == 0 }},
+		{"lowlat_path_verdict_hop", map[string]string{"target": "lo", "kind": "none"}, func(v float64) bool { return v == 0 }},
+		{"lowlat_path_reached", map[string]string{"target": "lo"}, func(v float64) bool { return v == 1 }},
+		{"lowlat_path_last_run_timestamp_seconds", map[string]string{"target": "lo"}, func(v float64) bool { return v > 1.7e9 }},
+	} {
+		m, ok := value(fams, c.name, c.labels)
+		if !ok || !c.ok(num(m)) {
+			t.Errorf("%s%v: %v (found %v)\n%s", c.name, c.labels, m, ok, body)
+		}
+	}
+	if p := needPromtoolOrEmpty(t); p != "" {
+		cmd := exec.Command(p, "check", "metrics")
+		cmd.Stdin = strings.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
+	}
+	_, page := get(t, "http://"+r.addr+"/")
+	if !strings.Contains(page, "hop 1") || !strings.Contains(page, "127.0.0.1 p50") || !strings.Contains(page, "no hop adds notable delay") {
+		t.Errorf("the status page does not show the path's hops and verdict")
+	}
+}
+
+// needPromtoolOrEmpty is promtool's path, or "" where it is missing and not
+// required (the rest of the test still runs).
+func needPromtoolOrEmpty(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil && os.Getenv("LOWLAT_VM_REQUIRED") != "" {
+		t.Fatal("promtool not found (apt-get install prometheus)")
+	}
+	return p
+}

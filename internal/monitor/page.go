@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -146,6 +147,9 @@ func oneLine(t *TargetView, f figures, word string) string {
 }
 
 func targetSection(t *TargetView, now time.Time) report.Section {
+	if t.Kind == "path" {
+		return pathSection(t)
+	}
 	f := figuresOf(t)
 	word, st := verdict(t, f)
 	sec := report.Section{ID: "target-" + t.Name, Title: t.Name, Badge: word, BadgeStyle: st}
@@ -220,6 +224,35 @@ func targetSection(t *TargetView, now time.Time) report.Section {
 		{Chart: cdf},
 		{Chart: loss},
 	}
+	return sec
+}
+
+// pathSection shows a path target's last run: the verdict and every hop.
+func pathSection(t *TargetView) report.Section {
+	sec := report.Section{ID: "target-" + t.Name, Title: t.Name, Badge: "waiting", BadgeStyle: report.Dim}
+	facts := [][2]string{{"probe", fmt.Sprintf("path to %s every %s (%d probes per hop)", t.Address, t.Interval, PathCount)}}
+	if r := t.Path; r != nil {
+		sec.Badge, sec.BadgeStyle = "clean", report.Good
+		if r.Verdict.Hop > 0 {
+			sec.Badge, sec.BadgeStyle = r.Verdict.Kind+" at hop "+strconv.Itoa(r.Verdict.Hop), report.Warn
+		}
+		facts = append(facts, [2]string{"verdict", r.Verdict.Text}, [2]string{"measured", r.Started.Format(time.DateTime) + " UTC"})
+		for _, h := range r.Hops {
+			v := "no reply"
+			if h.Received > 0 {
+				v = fmt.Sprintf("%s p50 %s p99 %s loss %.0f%%", h.Address, ms(time.Duration(h.RTT.P50*1e3)), ms(time.Duration(h.RTT.P99*1e3)), h.LossPct)
+				if h.RateLimited {
+					v += " (rate-limited reply, not on the forwarding path)"
+				}
+			}
+			facts = append(facts, [2]string{"hop " + strconv.Itoa(h.Index), v})
+		}
+	}
+	if t.LastError != "" {
+		sec.Badge, sec.BadgeStyle = "failing", report.Bad
+		facts = append(facts, [2]string{"failing", t.LastError})
+	}
+	sec.Facts = facts
 	return sec
 }
 

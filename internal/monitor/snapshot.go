@@ -1,6 +1,10 @@
 package monitor
 
-import "time"
+import (
+	"time"
+
+	"github.com/lowlat/lowlat/internal/pathprobe"
+)
 
 // Snapshot is what the status page shows: a copy taken under the monitor's
 // locks, so rendering never holds them.
@@ -42,6 +46,9 @@ type TargetView struct {
 	CDF [][2]float64
 	// Sent and Lost over the hour.
 	Sent, Lost int64
+	// Path is a path target's last measurement, nil for other kinds and
+	// before the first run ends.
+	Path *pathprobe.Result `json:",omitempty"`
 	// LastError is the target's last state-change line ("no replies since
 	// 12:01:05"), empty while healthy.
 	LastError string

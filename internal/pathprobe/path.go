@@ -70,6 +70,12 @@ var (
 	ErrPermission = errors.New("not allowed")
 )
 
+// Check reports what Run would refuse in c, without resolving the target.
+func (c Config) Check() error {
+	_, err := c.normalize()
+	return err
+}
+
 func (c *Config) normalize() (port int, err error) {
 	if c.Proto == "" {
 		c.Proto = UDP
