@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/qdisc"
 	"github.com/lowlat/lowlat/internal/sockops"
@@ -261,6 +262,40 @@ func TestIntegrationNagleSmallMessages(t *testing.T) {
 		t.Errorf("%s: changes %+v, want sockopt/cgroup:/%s…/nodelay", v.Name, v.Changes, NSPrefix)
 	}
 	noLabSockops(t)
+}
+
+// path-hops: lowlat probe path against mtr on a four-router chain, on this
+// host's kernel (a tbf queue) and in the stock-kernel VM (netem).
+func TestIntegrationPathHops(t *testing.T) {
+	needRoot(t)
+	r := runScenario(t, "path-hops", Options{}, true)
+	if len(r.Variants) != 2 {
+		t.Fatalf("%d variants ran, want 2", len(r.Variants))
+	}
+	netem := !slices.Contains(r.Kernel.Missing, "netem")
+	if testnet.Required("netem") && !netem {
+		t.Fatal("kernel feature netem is required here but missing")
+	}
+	for _, v := range r.Variants {
+		key := "path_udp"
+		if v.Name == "tcp" {
+			key = "path_tcp"
+		}
+		res, ok := v.Metrics[key].(*pathprobe.Result)
+		if !ok {
+			t.Fatalf("%s: no %s result", v.Name, key)
+		}
+		for i, h := range res.Hops {
+			if h.Address != ChainHops[i] {
+				t.Errorf("%s: hop %d answered from %s, want %s", v.Name, i+1, h.Address, ChainHops[i])
+			}
+		}
+		if v.Gate != nil {
+			t.Errorf("%s: a variant that changes nothing got a gate verdict", v.Name)
+		}
+	}
+	d := r.Variants[0].Metrics["derived"].(map[string]float64)
+	t.Logf("hop 3 adds %.1f ms, the queue's own %.1f ms; lowlat %.2f s, mtr %.2f s for the same probes; netem %v", d["hop3_added_ms"], d["queue_ms"], d["lowlat_seconds"], d["mtr_seconds"], netem)
 }
 
 // noLabSockops fails when a lab run left a sock_ops pin or a client cgroup.
@@ -557,7 +592,7 @@ func TestIntegrationBadInput(t *testing.T) {
 		return msg
 	}
 	t.Run("unknown scenario", func(t *testing.T) {
-		run(t, labCmd(t, "lab", "run", "no-such"), 2, `unknown scenario "no-such" (known: bufferbloat-uplink, cross-border-jitter, first-frame, game-egress, nagle-small-messages)`)
+		run(t, labCmd(t, "lab", "run", "no-such"), 2, `unknown scenario "no-such" (known: bufferbloat-uplink, cross-border-jitter, first-frame, game-egress, nagle-small-messages, path-hops)`)
 		run(t, labCmd(t, "lab", "vm", "no-such"), 2, `unknown scenario "no-such"`)
 	})
 	t.Run("unknown variant", func(t *testing.T) {

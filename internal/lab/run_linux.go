@@ -163,8 +163,15 @@ func run(ctx context.Context, sc *Scenario, st *state, opts *Options) (res *Resu
 		step := Step{Scenario: sc.Name, Variant: v.Name, Index: i + 1, Total: len(variants)}
 		s := step
 		s.Phase = "build the network (namespaces " + nsName(st.ID, "{client,provider,server}") + ")"
+		if sc.Topo.Chain != nil {
+			s.Phase = "build the network (namespaces " + nsName(st.ID, "{client,provider,r2,r3,r4,server}") + ")"
+		}
 		opts.step(s)
-		t, err = build(ctx, st, sc.Topo)
+		if sc.Topo.Chain != nil {
+			t, err = buildChain(ctx, st, sc.Topo)
+		} else {
+			t, err = build(ctx, st, sc.Topo)
+		}
 		if err != nil {
 			return res, err
 		}

@@ -152,6 +152,49 @@ func init() {
 		},
 	})
 
+	register(&Scenario{
+		Name: "path-hops", Runbook: "000",
+		Title:   "Where along the path the delay is added: lowlat probe path against mtr",
+		Summary: "a client, four routers and a server: hop 2 rate-limits its ICMP, a queue before hop 3, two equal-cost links; lowlat probe path beside mtr",
+		Problem: "Runbook 000 began with mtr: the RTT jumped at one hop at peak hours. Reading mtr is where it goes wrong: a router that " +
+			"rate-limits its ICMP replies shows loss that does not continue to later hops, and ECMP sends each probe along a different " +
+			"path. Here hop 2 rate-limits its time-exceeded replies (Linux's default, 1 per second), a queue sits before hop 3 (netem " +
+			"40 ms ± 4 ms, or without netem a tbf kept full by upload flows), and routers 1 and 2 are joined by two equal-cost links " +
+			"hashed on ports, the second 5 ms longer. lowlat probe path must name hop 3 and label hop 2 as rate-limited.",
+		Topo: TopoSpec{Chain: &Chain{QueueDelay: Duration(40 * time.Millisecond), QueueJitter: Duration(4 * time.Millisecond),
+			QueueRate: "20mbit", QueueLimit: "100kb", ECMPDelay: Duration(5 * time.Millisecond)}},
+		Estimate: 35 * time.Second,
+		Key: []Expect{
+			{Metric: "derived.verdict_hop", Unit: "hop", Desc: "the verdict's hop"},
+			{Metric: "derived.hop3_added_ms", Unit: "ms", Desc: "delay added at hop 3"},
+			{Metric: "derived.queue_ms", Unit: "ms", Desc: "the queue's own delay"},
+			{Metric: "derived.hop2_loss_pct", Unit: "%", Desc: "hop 2's loss (lowlat)"},
+			{Metric: "derived.mtr_hop2_loss_pct", Unit: "%", Desc: "hop 2's loss (mtr)"},
+			{Metric: "derived.lowlat_seconds", Unit: "s", Desc: "lowlat's wall time"},
+			{Metric: "derived.mtr_seconds", Unit: "s", Desc: "mtr's wall time, same probes"},
+		},
+		Variants: []Variant{
+			{Name: "baseline", Desc: "lowlat probe path (icmp beside mtr, then udp twice)",
+				Expect: []Expect{
+					{Metric: "derived.verdict_hop", Op: "between", Value: 2.5, Max: 3.5, Unit: "hop", Desc: "lowlat: the verdict names hop 3, the first whose replies carry the queue's delay"},
+					{Metric: "derived.verdict_hop_icmp", Op: "between", Value: 2.5, Max: 3.5, Unit: "hop", Desc: "lowlat: with ICMP echo too"},
+					{Metric: "derived.verdict_hop_again", Op: "between", Value: 2.5, Max: 3.5, Unit: "hop", Desc: "lowlat: and again on a second run, on the same flow"},
+					{Metric: "derived.same_flow", Op: ">=", Value: 1, Unit: "", Desc: "lowlat: runs to one target keep one flow ID, so ECMP keeps them on one link"},
+					{Metric: "derived.hop2_rate_limited", Op: ">=", Value: 1, Unit: "", Desc: "lowlat: hop 2's loss is its ICMP rate limit, labelled, not blamed"},
+					{Metric: "derived.other_hops_rate_limited", Op: "<=", Value: 0, Unit: "hops", Desc: "lowlat: no other hop is labelled rate-limited"},
+					{Metric: "derived.hop3_added_error_pct", Op: "<=", Value: 20, Unit: "%", Desc: "lowlat: the delay added at hop 3 is the queue's own (netem's, or the tbf's backlog over its rate) within 20 %"},
+					{Metric: "derived.mtr_hop2_loss_pct", Op: ">=", Value: 20, Unit: "%", Desc: "lowlat: mtr's report shows loss at hop 2, where lowlat says rate limit"},
+					{Metric: "derived.mtr_max_diff_pct", Op: "<=", Value: 20, Unit: "%", Desc: "lowlat: every hop past the queue agrees with mtr run beside it within 20 % (lowlat's median, mtr's mean)"},
+				}},
+			{Name: "tcp", Desc: "lowlat probe path --proto tcp: SYNs to the reflector's port, answered with SYN-ACK",
+				Expect: []Expect{
+					{Metric: "derived.verdict_hop", Op: "between", Value: 2.5, Max: 3.5, Unit: "hop", Desc: "lowlat: the verdict names hop 3 with TCP probes too"},
+					{Metric: "derived.hop2_rate_limited", Op: ">=", Value: 1, Unit: "", Desc: "lowlat: hop 2's loss is labelled rate-limited"},
+					{Metric: "derived.hop3_added_error_pct", Op: "<=", Value: 20, Unit: "%", Desc: "lowlat: the delay added at hop 3 is the queue's own within 20 %"},
+				}},
+		},
+	})
+
 	liveEdge := func(only ...string) *Fix {
 		return &Fix{Profile: "live-edge", Only: only, Side: "server", Require: only}
 	}

@@ -176,6 +176,25 @@ type TopoSpec struct {
 	// namespaces choose it, "reno" (also loss-based) stands in and a note
 	// says so.
 	Congestion string `json:"congestion,omitempty"`
+	// Chain, when set, replaces the provider with a chain of four routers
+	// (path-hops): the provider is the first, and the server sits behind
+	// the fourth. Up, Down and ServerNIC do not apply.
+	Chain *Chain `json:"chain,omitempty"`
+}
+
+// Chain is the router chain of the path-hops scenario: two equal-cost links
+// from router 1 to router 2 (hashed on ports), router 2 rate-limiting its
+// ICMP errors, and a queue on router 2's link toward router 3.
+type Chain struct {
+	// QueueDelay and QueueJitter are the queue's netem delay; on a kernel
+	// without netem the queue is a tbf of QueueRate with QueueLimit bytes
+	// of FIFO, kept full by bulk flows.
+	QueueDelay  Duration `json:"queue_delay"`
+	QueueJitter Duration `json:"queue_jitter"`
+	QueueRate   string   `json:"queue_rate"`
+	QueueLimit  string   `json:"queue_limit"`
+	// ECMPDelay is the second equal-cost link's extra delay (netem only).
+	ECMPDelay Duration `json:"ecmp_delay"`
 }
 
 // Duration is a time.Duration that reads and writes as "300ms" in JSON.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,10 @@ type Topology struct {
 	Notes   []string
 	// Congestion is the congestion control the namespaces actually use.
 	Congestion string
+	// Routers are the chain's routers after the provider (path-hops).
+	Routers []*NS
+	// Netem says the chain's queue and ECMP delay are netem's (path-hops).
+	Netem bool
 
 	st *state
 }
@@ -54,23 +59,9 @@ func build(ctx context.Context, st *state, spec TopoSpec) (t *Topology, err erro
 		}
 	}()
 	for _, r := range roles {
-		name := nsName(st.ID, r)
-		// Registered before it exists, so a crash right after creation
-		// still leaves a record for Clean.
-		if !contains(st.Namespaces, name) {
-			st.Namespaces = append(st.Namespaces, name)
-			if err := st.save(); err != nil {
-				return t, err
-			}
-		}
-		ns, err := createNS(name)
+		ns, err := makeNS(st, r)
 		if err != nil {
-			if errors.Is(err, ErrNameTaken) {
-				// Someone else's: forget it so nobody deletes it on our behalf.
-				st.Namespaces = st.Namespaces[:len(st.Namespaces)-1]
-				_ = st.save()
-			}
-			return t, fmt.Errorf("lab: %w", err)
+			return t, err
 		}
 		switch r {
 		case "client":
@@ -121,9 +112,32 @@ func build(ctx context.Context, st *state, spec TopoSpec) (t *Topology, err erro
 	return t, nil
 }
 
+// makeNS creates the run's namespace for role, registered in the state
+// before it exists, so a crash right after creation still leaves a record
+// for Clean.
+func makeNS(st *state, role string) (*NS, error) {
+	name := nsName(st.ID, role)
+	if !contains(st.Namespaces, name) {
+		st.Namespaces = append(st.Namespaces, name)
+		if err := st.save(); err != nil {
+			return nil, err
+		}
+	}
+	ns, err := createNS(name)
+	if err != nil {
+		if errors.Is(err, ErrNameTaken) {
+			// Someone else's: forget it so nobody deletes it on our behalf.
+			st.Namespaces = slices.DeleteFunc(st.Namespaces, func(n string) bool { return n == name })
+			_ = st.save()
+		}
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	return ns, nil
+}
+
 func (t *Topology) all() []*NS {
 	var out []*NS
-	for _, ns := range []*NS{t.Client, t.Provider, t.Server} {
+	for _, ns := range append([]*NS{t.Client, t.Provider, t.Server}, t.Routers...) {
 		if ns != nil {
 			out = append(out, ns)
 		}
@@ -143,7 +157,7 @@ func (t *Topology) close() error {
 			errs = append(errs, err.Error())
 		}
 	}
-	t.Client, t.Provider, t.Server = nil, nil, nil
+	t.Client, t.Provider, t.Server, t.Routers = nil, nil, nil, nil
 	if len(errs) > 0 {
 		return fmt.Errorf("lab: %s", strings.Join(errs, "; "))
 	}

@@ -124,6 +124,17 @@ func RunInVM(ctx context.Context, name string, o VMOptions) (*Result, *vm.Result
 		// (and a copy at its host path, which /tmp's tmpfs may hide).
 		cfg.HostBinaries = []string{exe}
 	}
+	if name == "path-hops" {
+		// The scenario runs Debian's mtr beside lowlat (and mtr runs its
+		// mtr-packet helper).
+		for _, b := range []string{"mtr", "mtr-packet"} {
+			p, err := exec.LookPath(b)
+			if err != nil {
+				return nil, nil, fmt.Errorf("lab vm: path-hops runs mtr beside lowlat: %s not found (apt-get install mtr-tiny)", b)
+			}
+			cfg.HostBinaries = append(cfg.HostBinaries, p)
+		}
+	}
 	if _, err := exec.LookPath("busybox"); err != nil {
 		if _, err := os.Stat("/bin/busybox"); err != nil {
 			return nil, nil, errors.New("lab vm: busybox not found (the guest's shell): apt-get install busybox-static")
