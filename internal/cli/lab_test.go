@@ -37,7 +37,7 @@ func TestLabList(t *testing.T) {
 		Runbook  string
 		Variants []struct{ Name string }
 	}
-	if err := json.Unmarshal([]byte(out), &items); err != nil || len(items) != 5 {
+	if err := json.Unmarshal([]byte(out), &items); err != nil || len(items) != 6 {
 		t.Fatalf("list --json: %v (%d items)\n%s", err, len(items), out)
 	}
 }
