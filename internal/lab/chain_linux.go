@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -36,10 +34,8 @@ var ChainHops = []string{ProviderCAddr, chainE1R2, chainQR3, chainR4, ServerAddr
 func buildChain(ctx context.Context, st *state, spec TopoSpec) (t *Topology, err error) {
 	t = &Topology{ID: st.ID, Spec: spec, st: st}
 	chainRoles := []string{"client", "provider", "r2", "r3", "r4", "server"}
-	for _, r := range chainRoles {
-		if _, err := os.Lstat(filepath.Join(NetnsDir, nsName(st.ID, r))); err == nil {
-			return nil, fmt.Errorf("lab: netns %s: %w (a previous run? 'lowlat lab clean' removes lab leftovers)", nsName(st.ID, r), ErrNameTaken)
-		}
+	if err := namesFree(st, chainRoles); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {

@@ -53,19 +53,8 @@ func measurePathHops(e *env, vr *VariantResult) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	defer cancel()
-	if !e.t.Netem {
-		e.phase("load: 4 upload flows keep hop 3's queue full", time.Second)
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			_ = e.client(func() error {
-				_, err := probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(time.Second), Duration: probe.Duration(4*run + 5*time.Second)})
-				return err
-			})
-		}()
-		if !sleepCtx(e.ctx, 2*time.Second) {
-			return e.ctx.Err()
-		}
+	if err := loadQueue(ctx, e, &bg, 4*run+5*time.Second); err != nil {
+		return err
 	}
 	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 100*time.Millisecond)
 	if err != nil {
@@ -120,21 +109,8 @@ func measurePathHops(e *env, vr *VariantResult) error {
 
 	// UDP on one flow, twice; the queue's backlog read meanwhile.
 	e.phase(fmt.Sprintf("measure: lowlat probe path (udp), twice, %d probes per hop", count), 2*run)
-	stopQ, backlogC := make(chan struct{}), make(chan []float64, 1)
-	if e.t.Netem {
-		backlogC <- nil
-	} else {
-		go func() { backlogC <- sampleBacklog(e.t.Routers[0], chainQueueIf, stopQ) }()
-	}
-	var udpE2E *probe.UDPResult
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		udpE2E, _ = inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
-			return probe.UDP(ctx, probe.UDPConfig{Target: e.refl, Interval: probe.Duration(20 * time.Millisecond), Duration: probe.Duration(run)})
-		})
-	}()
+	stopBacklog := queueBacklog(e)
+	waitE2E := endToEnd(e, run)
 	udp := make([]*pathprobe.Result, 2)
 	var udpTook time.Duration
 	var backlog []float64
@@ -145,15 +121,14 @@ func measurePathHops(e *env, vr *VariantResult) error {
 		})
 		if i == 0 {
 			udpTook = time.Since(start)
-			close(stopQ)
-			backlog = <-backlogC
+			backlog = stopBacklog()
 		}
 		if err != nil {
-			wg.Wait()
+			waitE2E()
 			return fmt.Errorf("probe path: %w", err)
 		}
 	}
-	wg.Wait()
+	udpE2E := waitE2E()
 	cancel()
 
 	vr.Metrics["path_icmp"] = icmp
@@ -239,19 +214,8 @@ func measurePathTCP(e *env, vr *VariantResult) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	defer cancel()
-	if !e.t.Netem {
-		e.phase("load: 4 upload flows keep hop 3's queue full", time.Second)
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			_ = e.client(func() error {
-				_, err := probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(time.Second), Duration: probe.Duration(time.Minute)})
-				return err
-			})
-		}()
-		if !sleepCtx(e.ctx, 2*time.Second) {
-			return e.ctx.Err()
-		}
+	if err := loadQueue(ctx, e, &bg, time.Minute); err != nil {
+		return err
 	}
 	s, err := startUDPSampler(e.ctx, e.t.Client, e.echo.udpAddr, 100*time.Millisecond)
 	if err != nil {
@@ -259,27 +223,13 @@ func measurePathTCP(e *env, vr *VariantResult) error {
 	}
 	defer func() { vr.Timeline = s.stop() }()
 	e.phase(fmt.Sprintf("measure: lowlat probe path --proto tcp, %d probes per hop", count), time.Duration(count)*interval*5)
-	stopQ, backlogC := make(chan struct{}), make(chan []float64, 1)
-	if e.t.Netem {
-		backlogC <- nil
-	} else {
-		go func() { backlogC <- sampleBacklog(e.t.Routers[0], chainQueueIf, stopQ) }()
-	}
-	var udpE2E *probe.UDPResult
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		udpE2E, _ = inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
-			return probe.UDP(ctx, probe.UDPConfig{Target: e.refl, Interval: probe.Duration(20 * time.Millisecond), Duration: probe.Duration(2 * time.Second)})
-		})
-	}()
+	stopBacklog := queueBacklog(e)
+	waitE2E := endToEnd(e, 2*time.Second)
 	r, err := inClient(e, func(ctx context.Context) (*pathprobe.Result, error) {
 		return pathprobe.Run(ctx, pathprobe.Config{Target: e.refl, Proto: pathprobe.TCP, Count: count, Interval: interval, Timeout: time.Second})
 	})
-	close(stopQ)
-	backlog := <-backlogC
-	wg.Wait()
+	backlog := stopBacklog()
+	udpE2E := waitE2E()
 	if err != nil {
 		return fmt.Errorf("probe path --proto tcp: %w", err)
 	}
@@ -291,6 +241,59 @@ func measurePathTCP(e *env, vr *VariantResult) error {
 	d := map[string]float64{"lowlat_seconds": r.Seconds}
 	vr.Metrics["derived"] = d
 	return hopFigures(e, d, r, backlog)
+}
+
+// loadQueue starts four upload flows through hop 3's queue for d when it is
+// a tbf (without netem nothing else fills it), and gives them 2 s to fill it.
+func loadQueue(ctx context.Context, e *env, bg *sync.WaitGroup, d time.Duration) error {
+	if e.t.Netem {
+		return nil
+	}
+	e.phase("load: 4 upload flows keep hop 3's queue full", time.Second)
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		_ = e.client(func() error {
+			_, err := probe.Load(ctx, probe.LoadConfig{Target: e.refl, Upload: true, Flows: 4, Idle: probe.Duration(time.Second), Duration: probe.Duration(d)})
+			return err
+		})
+	}()
+	if !sleepCtx(e.ctx, 2*time.Second) {
+		return e.ctx.Err()
+	}
+	return nil
+}
+
+// queueBacklog samples hop 3's tbf backlog until the returned function is
+// called, which returns the samples (none with netem, whose delay is known).
+func queueBacklog(e *env) func() []float64 {
+	if e.t.Netem {
+		return func() []float64 { return nil }
+	}
+	stop, out := make(chan struct{}), make(chan []float64, 1)
+	go func() { out <- sampleBacklog(e.t.Routers[0], chainQueueIf, stop) }()
+	return func() []float64 {
+		close(stop)
+		return <-out
+	}
+}
+
+// endToEnd runs probe udp to the reflector for d beside the path probe: the
+// end-to-end RTT distribution through the queue (the variant's CDF). The
+// returned function waits for it.
+func endToEnd(e *env, d time.Duration) func() *probe.UDPResult {
+	var res *probe.UDPResult
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, _ = inClient(e, func(ctx context.Context) (*probe.UDPResult, error) {
+			return probe.UDP(ctx, probe.UDPConfig{Target: e.refl, Interval: probe.Duration(20 * time.Millisecond), Duration: probe.Duration(d)})
+		})
+	}()
+	return func() *probe.UDPResult {
+		<-done
+		return res
+	}
 }
 
 // sampleBacklog reads dev's root qdisc backlog (bytes) in ns every 20 ms

@@ -47,10 +47,8 @@ func nsName(id, role string) string { return NSPrefix + id + "-" + role }
 // error everything it made is removed again.
 func build(ctx context.Context, st *state, spec TopoSpec) (t *Topology, err error) {
 	t = &Topology{ID: st.ID, Spec: spec, st: st}
-	for _, r := range roles {
-		if _, err := os.Lstat(filepath.Join(NetnsDir, nsName(st.ID, r))); err == nil {
-			return nil, fmt.Errorf("lab: netns %s: %w (a previous run? 'lowlat lab clean' removes lab leftovers)", nsName(st.ID, r), ErrNameTaken)
-		}
+	if err := namesFree(st, roles); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -110,6 +108,16 @@ func build(ctx context.Context, st *state, spec TopoSpec) (t *Topology, err erro
 		return t, err
 	}
 	return t, nil
+}
+
+// namesFree fails when one of the run's namespace names for roles exists.
+func namesFree(st *state, roles []string) error {
+	for _, r := range roles {
+		if _, err := os.Lstat(filepath.Join(NetnsDir, nsName(st.ID, r))); err == nil {
+			return fmt.Errorf("lab: netns %s: %w (a previous run? 'lowlat lab clean' removes lab leftovers)", nsName(st.ID, r), ErrNameTaken)
+		}
+	}
+	return nil
 }
 
 // makeNS creates the run's namespace for role, registered in the state

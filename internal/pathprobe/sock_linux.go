@@ -340,21 +340,8 @@ func (s *sock) parseReply(data, oob []byte, from unix.Sockaddr) (event, bool) {
 		return event{}, false
 	}
 	ev := event{rx: time.Now()}
-	if cms, err := unix.ParseSocketControlMessage(oob); err == nil {
-		for _, c := range cms {
-			if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SO_TIMESTAMPNS {
-				if t, ok := timespec(c.Data); ok {
-					ev.rx = t
-				}
-			}
-		}
-	}
-	switch a := from.(type) {
-	case *unix.SockaddrInet4:
-		ev.from = netip.AddrFrom4(a.Addr)
-	case *unix.SockaddrInet6:
-		ev.from = netip.AddrFrom16(a.Addr)
-	}
+	ev.rx = rxTime(oob, ev.rx)
+	ev.from = sockaddrIP(from)
 	ev.probe, ev.matched = findPayload(data[8:], s.nonce)
 	if !ev.matched {
 		ev.echoSeq, ev.hasEchoSeq = binary.BigEndian.Uint16(data[6:]), true
@@ -376,6 +363,33 @@ func offender(b []byte) netip.Addr {
 		if len(b) >= 24 {
 			return netip.AddrFrom16([16]byte(b[8:24])).Unmap()
 		}
+	}
+	return netip.Addr{}
+}
+
+// rxTime is the kernel's receive time in oob (SO_TIMESTAMPNS), else def.
+func rxTime(oob []byte, def time.Time) time.Time {
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return def
+	}
+	for _, c := range cms {
+		if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SO_TIMESTAMPNS {
+			if t, ok := timespec(c.Data); ok {
+				return t
+			}
+		}
+	}
+	return def
+}
+
+// sockaddrIP is a datagram's sender address.
+func sockaddrIP(sa unix.Sockaddr) netip.Addr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr)
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap()
 	}
 	return netip.Addr{}
 }
@@ -447,21 +461,8 @@ func (s *sock) parseRaw(data, oob []byte, from unix.Sockaddr) (event, bool) {
 	if len(echo) < 8 || binary.BigEndian.Uint16(echo[4:]) != uint16(s.flow) {
 		return event{}, false
 	}
-	if cms, err := unix.ParseSocketControlMessage(oob); err == nil {
-		for _, c := range cms {
-			if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SO_TIMESTAMPNS {
-				if t, ok := timespec(c.Data); ok {
-					ev.rx = t
-				}
-			}
-		}
-	}
-	switch a := from.(type) {
-	case *unix.SockaddrInet4:
-		ev.from = netip.AddrFrom4(a.Addr)
-	case *unix.SockaddrInet6:
-		ev.from = netip.AddrFrom16(a.Addr)
-	}
+	ev.rx = rxTime(oob, ev.rx)
+	ev.from = sockaddrIP(from)
 	ev.probe, ev.matched = findPayload(echo[8:], s.nonce)
 	if !ev.matched {
 		ev.echoSeq, ev.hasEchoSeq = binary.BigEndian.Uint16(echo[6:]), true

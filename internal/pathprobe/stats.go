@@ -130,11 +130,13 @@ func histogram(rtts []float64) []Bucket {
 
 // Thresholds of the verdict. Delay counts when it adds at least the larger
 // of an absolute floor and a share of the whole path's, on p50 or on p90 (so
-// a few milliseconds of propagation on a 40 ms path is not "the" hop); loss
-// when at least two probes and 5 % go missing.
+// a few milliseconds of propagation on a 40 ms path is not "the" hop). The
+// floors are above what a host's own first hop costs: a LAN, or loopback in
+// an emulated VM, answers in about a millisecond. Loss counts when at least
+// two probes and 5 % go missing.
 const (
-	minAddedP50US  = 1000
-	minAddedP90US  = 2000
+	minAddedP50US  = 2000
+	minAddedP90US  = 5000
 	minTailReplies = 10
 	shareOfPath    = 0.2
 	minLossPct     = 5

@@ -113,11 +113,12 @@ func tcpProbe(ctx context.Context, addr netip.Addr, port, flow, ttl int, timeout
 	}
 	defer unix.Close(fd)
 	v6 := addr.Is6()
-	var dst unix.Sockaddr = &unix.SockaddrInet4{Addr: addr.As4(), Port: port}
+	var dst unix.Sockaddr
 	if v6 {
 		dst = &unix.SockaddrInet6{Addr: addr.As16(), Port: port}
 		err = errors.Join(unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1), unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, ttl))
 	} else {
+		dst = &unix.SockaddrInet4{Addr: addr.As4(), Port: port}
 		err = errors.Join(unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1), unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TTL, ttl))
 	}
 	if err != nil {
