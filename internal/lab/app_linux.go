@@ -42,15 +42,24 @@ func (c *appCgroup) remove() error {
 	if c == nil {
 		return nil
 	}
-	var err error
-	for end := time.Now().Add(5 * time.Second); ; {
-		if err = os.Remove(c.dir); err == nil || os.IsNotExist(err) {
+	if err := removeCgroup(c.dir); err != nil {
+		return fmt.Errorf("remove the client application's cgroup: %w", err)
+	}
+	return nil
+}
+
+// removeCgroup removes an empty cgroup directory, waiting up to 5 s for the
+// kernel to finish emptying it after its last process exited. A cgroup
+// already gone is removed.
+func removeCgroup(dir string) error {
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := os.Remove(dir)
+		if err == nil || os.IsNotExist(err) {
 			return nil
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("remove the client application's cgroup: %w", err)
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -94,6 +94,13 @@ func measureNagle(e *env, vr *VariantResult) error {
 	if err != nil {
 		return err
 	}
+	nagleMetrics(vr, res)
+	return nil
+}
+
+// nagleMetrics records a write-write-read run: the probe's result, the
+// derived figures and its CDF.
+func nagleMetrics(vr *VariantResult, res *probe.TCPResult) {
 	vr.Metrics["tcp"] = res
 	vr.Metrics["derived"] = map[string]float64{
 		"p50_ms":         ms(res.RTT.P50),
@@ -101,7 +108,6 @@ func measureNagle(e *env, vr *VariantResult) error {
 		"service_p50_ms": ms(res.Service.P50),
 	}
 	vr.CDF = "tcp.histograms.rtt_ns"
-	return nil
 }
 
 // measureNagleApp measures the same exchange made by a client application
@@ -124,13 +130,7 @@ func measureNagleApp(e *env, vr *VariantResult, d time.Duration) error {
 	if res.Requests == 0 || res.Errors > 0 {
 		return fmt.Errorf("client application: %d requests, %d errors (%s)", res.Requests, res.Errors, res.ErrorSample)
 	}
-	vr.Metrics["tcp"] = &res
-	vr.Metrics["derived"] = map[string]float64{
-		"p50_ms":         ms(res.RTT.P50),
-		"p99_ms":         ms(res.RTT.P99),
-		"service_p50_ms": ms(res.Service.P50),
-	}
-	vr.CDF = "tcp.histograms.rtt_ns"
+	nagleMetrics(vr, &res)
 	vr.Timeline = batchTimeline(res.Batches, d, "the client application's probe tcp: RTT p50 of each fifth of the run")
 	return nil
 }

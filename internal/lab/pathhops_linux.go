@@ -140,7 +140,6 @@ func measurePathHops(e *env, vr *VariantResult) error {
 		vr.CDF = "udp.histograms.rtt_ns"
 	}
 	d := map[string]float64{
-		"verdict_hop":        float64(udp[0].Verdict.Hop),
 		"verdict_hop_again":  float64(udp[1].Verdict.Hop),
 		"verdict_hop_icmp":   float64(icmp.Verdict.Hop),
 		"same_flow":          b2f(udp[0].Flow == udp[1].Flow),

@@ -162,16 +162,13 @@ func run(ctx context.Context, sc *Scenario, st *state, opts *Options) (res *Resu
 		// seconds through a 2 Mbit/s link, and would load the next one.
 		step := Step{Scenario: sc.Name, Variant: v.Name, Index: i + 1, Total: len(variants)}
 		s := step
-		s.Phase = "build the network (namespaces " + nsName(st.ID, "{client,provider,server}") + ")"
+		roles, builder := "{client,provider,server}", build
 		if sc.Topo.Chain != nil {
-			s.Phase = "build the network (namespaces " + nsName(st.ID, "{client,provider,r2,r3,r4,server}") + ")"
+			roles, builder = "{client,provider,r2,r3,r4,server}", buildChain
 		}
+		s.Phase = "build the network (namespaces " + nsName(st.ID, roles) + ")"
 		opts.step(s)
-		if sc.Topo.Chain != nil {
-			t, err = buildChain(ctx, st, sc.Topo)
-		} else {
-			t, err = build(ctx, st, sc.Topo)
-		}
+		t, err = builder(ctx, st, sc.Topo)
 		if err != nil {
 			return res, err
 		}

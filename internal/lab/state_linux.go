@@ -302,10 +302,9 @@ func (rep *CleanReport) removeNS(name string) {
 // clearSockops removes the sock_ops entries a run's fix left in the
 // namespace at path: they are keyed by the namespace and outlive it in bpffs
 // (and attached to the host's cgroups) unless removed while it exists.
+// sockops.Clear looks before it loads anything: a namespace without pins
+// costs a thread and a mount-table read.
 func (rep *CleanReport) clearSockops(name, path string) {
-	if _, err := os.Stat(sockopsPins); err != nil {
-		return // lowlat has nothing pinned at all
-	}
 	h, err := netns.GetFromPath(path)
 	if err != nil {
 		rep.Errors = append(rep.Errors, fmt.Sprintf("netns %s: %v", name, err))
@@ -328,9 +327,6 @@ func (rep *CleanReport) clearSockops(name, path string) {
 	}
 }
 
-// sockopsPins is where lowlat pins sock_ops programs (sockops.Open).
-const sockopsPins = "/sys/fs/bpf/lowlat/sockops"
-
 // removeCgroups removes the client applications' cgroups (App.OwnProcess)
 // of runs that are gone: named NSPrefix*, below the unified hierarchy.
 func (rep *CleanReport) removeCgroups(live map[string]bool) {
@@ -344,16 +340,10 @@ func (rep *CleanReport) removeCgroups(live map[string]bool) {
 			continue
 		}
 		// Its processes lived in the run's namespace and were stopped with
-		// it; the kernel may take a moment to empty the cgroup.
-		var err error
-		for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if err = os.Remove(d); err == nil || os.IsNotExist(err) || time.Now().After(end) {
-				break
-			}
-		}
-		if err != nil && !os.IsNotExist(err) {
+		// it.
+		if err := removeCgroup(d); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("remove cgroup %s: %v", d, err))
-		} else if err == nil {
+		} else {
 			rep.Cgroups = append(rep.Cgroups, d)
 		}
 	}

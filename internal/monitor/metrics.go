@@ -137,6 +137,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
 	cfg, st := m.cfg, m.state
+	// Path targets' last runs, by target name.
+	paths := map[string]*pathprobe.Result{}
+	for name, t := range m.targets {
+		t.mu.Lock()
+		if t.path != nil {
+			paths[name] = t.path
+		}
+		t.mu.Unlock()
+	}
 	m.mu.Unlock()
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -161,19 +170,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	m.mu.Lock()
-	var paths []*pathprobe.Result
-	var pathNames []string
-	for name, t := range m.targets {
-		t.mu.Lock()
-		if t.path != nil {
-			paths, pathNames = append(paths, t.path), append(pathNames, name)
-		}
-		t.mu.Unlock()
-	}
-	m.mu.Unlock()
-	for i, r := range paths {
-		name := pathNames[i]
+	for name, r := range paths {
 		for _, h := range r.Hops {
 			hop := strconv.Itoa(h.Index)
 			if h.Received > 0 {

@@ -202,9 +202,11 @@ func (m *Monitor) start(tc *Target, old *target) {
 		m.metrics.forget(old.cfg.Name)
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
-	t := &target{cfg: *tc, cancel: cancel, series: m.metrics.series(tc)}
+	t := &target{cfg: *tc, cancel: cancel}
 	m.targets[tc.Name] = t
 	if tc.Kind == "path" {
+		// No probe series: a path run's figures are per hop, collected
+		// from its last result at scrape time.
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -212,6 +214,7 @@ func (m *Monitor) start(tc *Target, old *target) {
 		}()
 		return
 	}
+	t.series = m.metrics.series(tc)
 	watch := watchers[tc.Kind]
 	if f := m.opts.Watch[tc.Kind]; f != nil {
 		watch = f

@@ -25,11 +25,15 @@ func dialKernelDefaults(ctx context.Context, target string, timeout time.Duratio
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostOf(target))
+	host, service, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: err}
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(addrs) == 0 {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("resolve %s: %w", target, err)}
 	}
-	port, err := net.DefaultResolver.LookupPort(ctx, "tcp", portOf(target))
+	port, err := net.DefaultResolver.LookupPort(ctx, "tcp", service)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: err}
 	}
@@ -104,17 +108,4 @@ func sockaddrTCP(sa unix.Sockaddr) *net.TCPAddr {
 		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
 	}
 	return nil
-}
-
-func hostOf(hostport string) string {
-	h, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return hostport
-	}
-	return h
-}
-
-func portOf(hostport string) string {
-	_, p, _ := net.SplitHostPort(hostport)
-	return p
 }

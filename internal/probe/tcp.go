@@ -370,6 +370,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	}()
 	connectH := newShardedHist()
 	var idleTimeout atomic.Uint64
+	// Go's dialer turns TCP_NODELAY on for every connection it makes.
 	var d contextDialer = &net.Dialer{Timeout: timeout}
 	if cfg.Nagle {
 		// Nagle is the kernel's default: a client that wants it does not
@@ -389,12 +390,6 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 		}
 		connectH.record(i, int64(time.Since(t)))
 		idleTimeout.Store(acc.value)
-		if tc, ok := c.(*net.TCPConn); ok && cfg.NoDelay {
-			if err := tc.SetNoDelay(true); err != nil {
-				c.Close()
-				return fmt.Errorf("set TCP_NODELAY: %w", err)
-			}
-		}
 		conns[i] = c
 		return nil
 	})
