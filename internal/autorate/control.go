@@ -1,0 +1,461 @@
+package autorate
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Config is the control law's tuning. Defaults (DefaultConfig) follow
+// cake-autorate's where they carry over and were tuned on the fluid model in
+// control_test.go where lowlat's targets are tighter (an added p99 within
+// 30 ms, convergence within 5 s after a step down).
+type Config struct {
+	// Tick is how often Step is called.
+	Tick time.Duration
+	// BloatK of the last BloatN ticks over the threshold make bloat.
+	BloatK, BloatN int
+	// DecreaseMin and DecreaseMax bound the multiplicative decrease: the
+	// factor goes from DecreaseMin (delay just over the threshold) to
+	// DecreaseMax (twice the threshold or more).
+	DecreaseMin, DecreaseMax float64
+	// DrainTime is how fast a queue seen downstream should drain once the
+	// delivered rate is known: the new rate leaves room for it.
+	DrainTime time.Duration
+	// Refractory is the least time between two decreases; a second one
+	// inside DrainWait needs the delay to be still rising.
+	Refractory, DrainWait time.Duration
+	// GrowthLimit is the queue growth (seconds per second) under the
+	// threshold that makes the rate step back under the estimated cap.
+	GrowthLimit float64
+	// IncreaseHold is how long after a decrease no increase is made (the
+	// queue must drain first).
+	IncreaseHold time.Duration
+	// IncreaseMax is the per-tick increase while the delay is at the
+	// baseline; it shrinks to IncreaseMin as the delay nears the threshold.
+	IncreaseMin, IncreaseMax float64
+	// HighLoad is the share of the rate the shaper must carry before the
+	// rate may rise: an idle link says nothing about the cap.
+	HighLoad float64
+	// LowLoad is the share under which the link counts as idle: bloat seen
+	// then is not this host's doing, and the rate drifts back to base.
+	LowLoad float64
+	// IdleAfter is how long the link must stay idle before active probes
+	// pause.
+	IdleAfter time.Duration
+	// SafeRates is how many rates that held without bloat are remembered;
+	// SafeAge is how long one stays usable.
+	SafeRates int
+	SafeAge   time.Duration
+	// MTU is the packet size whose serialization time at the current rate
+	// is added to the threshold.
+	MTU int
+}
+
+// DefaultConfig is the control law lowlat ships.
+func DefaultConfig() Config {
+	return Config{
+		Tick:         200 * time.Millisecond,
+		BloatK:       3,
+		BloatN:       6,
+		DecreaseMin:  0.99,
+		DecreaseMax:  0.75,
+		DrainTime:    2 * time.Second,
+		Refractory:   300 * time.Millisecond,
+		DrainWait:    time.Second,
+		IncreaseHold: time.Second,
+		GrowthLimit:  0.01,
+		IncreaseMin:  0.01,
+		IncreaseMax:  0.04,
+		HighLoad:     0.75,
+		LowLoad:      0.1,
+		IdleAfter:    30 * time.Second,
+		SafeRates:    100,
+		SafeAge:      5 * time.Minute,
+		MTU:          1514,
+	}
+}
+
+// Reading is one fresh sample of one signal.
+type Reading struct {
+	// Signal names it: "owd:10.0.0.2:7431", "rtt:…", "icmp:…", "passive".
+	Signal string
+	// Value is the measured delay: a one-way delay or RTT, compared with
+	// the signal's own baseline; or, when Relative, already the delay over
+	// the path's floor (passive: srtt - min_rtt less this host's queue).
+	Value    time.Duration
+	Relative bool
+}
+
+// Input is what the daemon saw in one tick.
+type Input struct {
+	At       time.Time
+	Readings []Reading
+	// SentBytes is the shaper's cumulative byte counter.
+	SentBytes uint64
+	// Delivered is the rate (bit/s) the host's busy TCP connections had
+	// acknowledged over the last tick, 0 when unknown: while a queue grows
+	// past the shaper, it is the rate the bottleneck really drains.
+	Delivered float64
+}
+
+// Decision is what Step decided, with the reason: the daemon logs one line
+// per change and exports the counts.
+type Decision struct {
+	At  time.Time
+	Old uint64
+	// Rate is the rate to set (Old when nothing changes).
+	Rate uint64
+	// Direction is "down", "up", "base" or "hold"; Reason says why:
+	// "bloat", "load", "recover", "idle", "no-signal", "bloat-idle",
+	// "startup", "stop".
+	Direction, Reason string
+	// Delay is the combined delay over baseline this tick (-1: no signal).
+	Delay time.Duration
+	// Threshold is the bloat threshold at the old rate.
+	Threshold time.Duration
+	// Load is the shaper's throughput over its rate in the tick.
+	Load float64
+	// Bloat says whether k of the last n ticks were over the threshold.
+	Bloat bool
+	// Idle is true once the link has been idle for Config.IdleAfter: the
+	// daemon pauses active probes.
+	Idle bool
+}
+
+// Changed reports whether the decision moves the rate.
+func (d Decision) Changed() bool { return d.Rate != d.Old }
+
+// Key is the decision's adjustment counter key, "direction/reason".
+func (d Decision) Key() string { return d.Direction + "/" + d.Reason }
+
+// Signal is one signal's view for the state file.
+type Signal struct {
+	Name     string
+	Delay    time.Duration
+	Baseline time.Duration
+	Last     time.Time
+}
+
+type safeRate struct {
+	rate uint64
+	at   time.Time
+}
+
+// Controller is the control law for one shaper. It holds no kernel state:
+// the daemon feeds it one Input per tick and applies the Decision.
+type Controller struct {
+	cfg  Config
+	pol  Policy
+	rate uint64
+
+	baselines map[string]*Signal
+	window    []bool // the last BloatN tick verdicts, newest last
+
+	lastAt       time.Time
+	lastSent     uint64
+	lastDecrease time.Time
+	decreaseAt   time.Duration // the delay at the last decrease
+	lastDecay    time.Time
+	idleSince    time.Time
+	safe         []safeRate
+	// recent are the last ticks' combined delays, for the queue's growth
+	// rate (slope).
+	recent []point
+	// ceil is the cap estimated at the last bloat (bit/s), 0 when unknown
+	// or outgrown.
+	ceil float64
+}
+
+type point struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// NewController starts at the policy's base rate.
+func NewController(p Policy, cfg Config) *Controller {
+	if p.Threshold == 0 {
+		p.Threshold = DefaultThreshold
+	}
+	return &Controller{cfg: cfg, pol: p, rate: p.Base, baselines: map[string]*Signal{}}
+}
+
+// Rate is the rate the controller holds now.
+func (c *Controller) Rate() uint64 { return c.rate }
+
+// Signals returns each signal's latest delay and baseline, by name.
+func (c *Controller) Signals() []Signal {
+	var out []Signal
+	for _, s := range c.baselines {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b Signal) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// threshold is the bloat threshold at rate: the policy's plus one MTU's
+// serialization time, which a single packet ahead adds at low rates.
+func (c *Controller) threshold(rate uint64) time.Duration {
+	mtu := time.Duration(float64(c.cfg.MTU*8) / float64(rate) * float64(time.Second))
+	return c.pol.Threshold + mtu
+}
+
+// delay turns the tick's readings into one delay over baseline: the lower
+// median of the active signals (so one noisy or distant reflector cannot
+// outvote the others), and the passive signal, whichever is larger — the
+// host's own flows see a queue that prioritised or rate-limited probes may
+// miss. It returns -1 when no signal gave a reading.
+func (c *Controller) delay(in Input) time.Duration {
+	var active []time.Duration
+	passive := time.Duration(-1)
+	for _, r := range in.Readings {
+		s := c.baselines[r.Signal]
+		if s == nil {
+			s = &Signal{Name: r.Signal, Baseline: r.Value}
+			c.baselines[r.Signal] = s
+		}
+		s.Last = in.At
+		if r.Relative {
+			s.Delay = max(r.Value, 0)
+			passive = max(passive, s.Delay)
+			continue
+		}
+		// Baseline: fast to fall (0.9 per sample), slow to rise (0.001),
+		// as cake-autorate: a one-way delay's clock offset drifts, a
+		// queue's delay is there or gone.
+		if r.Value < s.Baseline {
+			s.Baseline += time.Duration(0.9 * float64(r.Value-s.Baseline))
+		} else {
+			s.Baseline += time.Duration(0.001 * float64(r.Value-s.Baseline))
+		}
+		s.Delay = max(r.Value-s.Baseline, 0)
+		active = append(active, s.Delay)
+	}
+	d := passive
+	if len(active) > 0 {
+		slices.Sort(active)
+		d = max(d, active[(len(active)-1)/2])
+	}
+	return d
+}
+
+// Step takes one tick's input and decides the rate.
+func (c *Controller) Step(in Input) Decision {
+	d := Decision{At: in.At, Old: c.rate, Rate: c.rate, Direction: "hold", Threshold: c.threshold(c.rate)}
+	if !c.lastAt.IsZero() && in.At.After(c.lastAt) && in.SentBytes >= c.lastSent {
+		secs := in.At.Sub(c.lastAt).Seconds()
+		d.Load = float64(in.SentBytes-c.lastSent) * 8 / secs / float64(c.rate)
+	}
+	c.lastAt, c.lastSent = in.At, in.SentBytes
+
+	// Idle: probes pause; a link that carries nothing says nothing.
+	if d.Load < c.cfg.LowLoad {
+		if c.idleSince.IsZero() {
+			c.idleSince = in.At
+		}
+		d.Idle = in.At.Sub(c.idleSince) >= c.cfg.IdleAfter
+	} else {
+		c.idleSince = time.Time{}
+	}
+
+	d.Delay = c.delay(in)
+	if d.Delay < 0 {
+		// No signal answered: hold. Lost probes are not bloat (the rate
+		// would fall to the minimum while reflectors are down: the
+		// failure cake-autorate #326 and sqm-autorate #152 report).
+		d.Reason = "no-signal"
+		return d
+	}
+	c.recent = append(c.recent, point{in.At, d.Delay})
+	if len(c.recent) > 5 {
+		c.recent = c.recent[1:]
+	}
+	over := d.Delay > d.Threshold
+	c.window = append(c.window, over)
+	if len(c.window) > c.cfg.BloatN {
+		c.window = c.window[1:]
+	}
+	n := 0
+	for _, o := range c.window {
+		if o {
+			n++
+		}
+	}
+	d.Bloat = n >= c.cfg.BloatK
+
+	switch {
+	case d.Bloat && d.Load < c.cfg.LowLoad:
+		// Delay while this host sends next to nothing is not its queue.
+		d.Reason = "bloat-idle"
+	case d.Bloat:
+		c.decrease(&d, in)
+	case !over && d.Load >= c.cfg.HighLoad:
+		c.increase(&d, in)
+	case d.Load < c.cfg.LowLoad && c.rate != c.pol.Base && in.At.Sub(c.lastDecay) >= time.Second:
+		// Idle: drift back toward base, 1 % a second, as cake-autorate.
+		c.lastDecay = in.At
+		d.Direction, d.Reason = "base", "idle"
+		if c.rate < c.pol.Base {
+			d.Rate = min(uint64(float64(c.rate)*1.01)+1, c.pol.Base)
+		} else {
+			d.Rate = max(uint64(float64(c.rate)*0.99), c.pol.Base)
+		}
+	default:
+		d.Reason = "steady"
+	}
+	d.Rate = min(max(d.Rate, c.pol.Min), c.pol.Max)
+	if math.Abs(float64(d.Rate)-float64(d.Old)) > 0.02*float64(d.Old) {
+		// The queue's growth rate is read at one rate (a probe's 1 %
+		// steps excepted).
+		c.recent = c.recent[:0]
+	}
+	if d.Rate == d.Old && d.Direction != "hold" {
+		d.Direction = "hold" // at a bound
+	}
+	c.rate = d.Rate
+	return d
+}
+
+// slope is how fast the delay grows (seconds of queue per second), by least
+// squares over the last ticks; 0 with fewer than three.
+func (c *Controller) slope() float64 {
+	n := float64(len(c.recent))
+	if n < 3 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for _, p := range c.recent {
+		x := p.at.Sub(c.recent[0].at).Seconds()
+		y := p.delay.Seconds()
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / den
+}
+
+// estimate is the bottleneck's rate while a queue grows past the shaper:
+// what the connections got acknowledged when that is known, otherwise the
+// rate this host sends at over one plus the queue's growth rate (a queue
+// growing 0.1 s per second is fed 10 % faster than it drains).
+func (c *Controller) estimate(in Input, load float64) float64 {
+	if in.Delivered > 0 && in.Delivered < float64(c.rate) {
+		return in.Delivered
+	}
+	if s := c.slope(); s > 0.01 {
+		return math.Min(load, 1) * float64(c.rate) / (1 + s)
+	}
+	return 0
+}
+
+// decrease cuts the rate on bloat.
+func (c *Controller) decrease(d *Decision, in Input) {
+	since := in.At.Sub(c.lastDecrease)
+	if since < c.cfg.Refractory || (since < c.cfg.DrainWait && float64(d.Delay) <= 1.1*float64(c.decreaseAt)) {
+		// Refractory: the last cut needs time to show, and a delay that
+		// falls is a queue draining.
+		d.Reason = "refractory"
+		return
+	}
+	// The deeper over the threshold, the harder the cut (cake-autorate:
+	// 0.99 at the threshold to 0.75 at twice it).
+	over := float64(d.Delay-d.Threshold) / float64(d.Threshold)
+	f := c.cfg.DecreaseMin + (c.cfg.DecreaseMax-c.cfg.DecreaseMin)*math.Min(math.Max(over, 0), 1)
+	next := float64(c.rate) * f
+	// With the bottleneck's rate known, go under it by enough to drain the
+	// queue within DrainTime, and remember it as the ceiling to recover to.
+	if est := c.estimate(in, d.Load); est > 0 {
+		drain := 1 - math.Min(d.Delay.Seconds()/c.cfg.DrainTime.Seconds(), 0.5)
+		next = math.Min(next, est*math.Min(drain, 0.95))
+		c.ceil = est
+	}
+	// Rates at or above the one that bloated are not safe any more.
+	c.safe = slices.DeleteFunc(c.safe, func(s safeRate) bool { return float64(s.rate) >= next })
+	d.Rate = uint64(next)
+	d.Direction, d.Reason = "down", "bloat"
+	c.lastDecrease, c.decreaseAt = in.At, d.Delay
+	c.window = c.window[:0]
+}
+
+// increase raises the rate under load with no bloat: straight back to the
+// best recent safe rate after a cut, then by 0.5–4 % a tick, less as the
+// delay nears the threshold.
+func (c *Controller) increase(d *Decision, in Input) {
+	c.remember(d.At)
+	if c.slope() > c.cfg.GrowthLimit && d.Delay > 0 && d.At.Sub(c.lastDecrease) >= c.cfg.DrainWait {
+		// A queue is growing, still under the threshold: the rate has
+		// just passed the cap. Step back under it before it is bloat.
+		est := c.estimate(in, d.Load)
+		c.ceil = est
+		c.safe = slices.DeleteFunc(c.safe, func(r safeRate) bool { return float64(r.rate) >= est })
+		drain := 1 - d.Delay.Seconds()/c.cfg.DrainTime.Seconds()
+		d.Rate = uint64(math.Min(drain, 0.97) * est)
+		d.Direction, d.Reason = "down", "queue"
+		c.lastDecrease, c.decreaseAt = d.At, d.Delay
+		return
+	}
+	if d.At.Sub(c.lastDecrease) < c.cfg.IncreaseHold || (c.ceil > 0 && d.Delay > d.Threshold/4) {
+		// The last cut needs time to drain the queue; near the cap, a
+		// rise waits until the queue is gone.
+		d.Reason = "draining"
+		return
+	}
+	target := c.bestSafe(d.At)
+	if c.ceil > 0 {
+		target = uint64(0.95 * c.ceil)
+	}
+	if target > c.rate {
+		d.Rate = target
+		d.Direction, d.Reason = "up", "recover"
+		return
+	}
+	if c.ceil > 0 && float64(c.rate) < 1.05*c.ceil {
+		// Near the cap seen last: creep up 1 % a tick, to find out
+		// whether the cap has moved.
+		d.Rate = uint64(float64(c.rate)*(1+c.cfg.IncreaseMin)) + 1
+		d.Direction, d.Reason = "up", "probe"
+		return
+	}
+	c.ceil = 0 // outgrown: the cap has risen
+	room := 1 - float64(d.Delay)/float64(d.Threshold)
+	inc := c.cfg.IncreaseMin + (c.cfg.IncreaseMax-c.cfg.IncreaseMin)*math.Max(room, 0)
+	d.Rate = uint64(float64(c.rate)*(1+inc)) + 1
+	d.Direction, d.Reason = "up", "load"
+}
+
+// remember records the current rate as safe: it carried load with no bloat.
+func (c *Controller) remember(at time.Time) {
+	c.safe = append(c.safe, safeRate{rate: c.rate, at: at})
+	if len(c.safe) > c.cfg.SafeRates {
+		c.safe = c.safe[1:]
+	}
+}
+
+// bestSafe is the highest remembered safe rate still young enough, less 2 %
+// so the recovery lands just under the rate that last held.
+func (c *Controller) bestSafe(now time.Time) uint64 {
+	var best uint64
+	for _, s := range c.safe {
+		if now.Sub(s.at) <= c.cfg.SafeAge && s.rate > best {
+			best = s.rate
+		}
+	}
+	return uint64(float64(best) * 0.98)
+}
+
+// Stop is the decision taken when the daemon stops: back to base.
+func (c *Controller) Stop(at time.Time) Decision {
+	d := Decision{At: at, Old: c.rate, Rate: c.pol.Base, Direction: "base", Reason: "stop", Delay: -1}
+	c.rate = c.pol.Base
+	return d
+}

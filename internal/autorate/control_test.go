@@ -1,0 +1,343 @@
+package autorate
+
+import (
+	"math"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+)
+
+// link is a fluid model of a capped uplink: the host's shaper sends at its
+// rate (the upload always has data), the provider drains at its cap and
+// buffers the excess up to a depth in time, as bufferbloat-uplink's provider.
+type link struct {
+	cap     float64 // bit/s
+	queue   float64 // bits queued at the provider
+	buffer  time.Duration
+	base    time.Duration // RTT without queue
+	sent    uint64        // bytes through the shaper
+	srtt    float64       // the passive signal's smoothing, seconds
+	demand  float64       // 0: always backlogged; else the host's offered load (bit/s)
+	noise   func() time.Duration
+	lost    bool // reflectors stop answering
+	noisy   int  // index of a reflector that adds spikes
+	rng     *rand.Rand
+	refl    int // reflectors
+	passive bool
+}
+
+// tick moves the model by dt at shaper rate r and returns the controller's
+// input and the provider's queue delay.
+func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Duration) {
+	out := float64(r)
+	if l.demand > 0 {
+		out = math.Min(out, l.demand)
+	}
+	secs := dt.Seconds()
+	l.sent += uint64(out * secs / 8)
+	delivered := math.Min(l.cap, out+l.queue/secs)
+	l.queue += (out - l.cap) * secs
+	l.queue = math.Max(l.queue, 0)
+	l.queue = math.Min(l.queue, l.cap*l.buffer.Seconds())
+	qd := time.Duration(l.queue / l.cap * float64(time.Second))
+	in := Input{At: at, SentBytes: l.sent}
+	if l.passive && out > 0 {
+		in.Delivered = delivered
+		// srtt moves 1/8 toward each ACK's RTT sample: ~8 ACKs a tick at
+		// 1 Mbit/s (delayed ACKs, 1514-byte packets) leave 1-(7/8)^8 = 0.66
+		// of a change seen within the tick; 0.6 here.
+		l.srtt += 0.6 * (qd.Seconds() - l.srtt)
+		in.Readings = append(in.Readings, Reading{Signal: "passive", Value: time.Duration(l.srtt * float64(time.Second)), Relative: true})
+	}
+	if !l.lost {
+		for i := 0; i < l.refl; i++ {
+			// One-way delay with a clock offset per reflector.
+			v := time.Duration(i)*37*time.Millisecond + l.base/2 + qd
+			if l.noise != nil {
+				v += l.noise()
+			}
+			if i == l.noisy && l.rng.Intn(4) == 0 {
+				v += time.Duration(20+l.rng.Intn(60)) * time.Millisecond
+			}
+			in.Readings = append(in.Readings, Reading{Signal: "owd:r" + string(rune('0'+i)), Value: v})
+		}
+	}
+	return in, qd
+}
+
+type trace struct {
+	at    []time.Duration
+	rate  []uint64
+	cap   []float64
+	delay []time.Duration
+	dec   []Decision
+}
+
+// run drives a controller over the model for d, calling change at every
+// tick (to move the cap or break a signal).
+func run(t *testing.T, c *Controller, l *link, d time.Duration, change func(time.Duration, *link)) *trace {
+	t.Helper()
+	tr := &trace{}
+	start := time.Unix(1_700_000_000, 0)
+	tick := c.cfg.Tick
+	for el := time.Duration(0); el < d; el += tick {
+		if change != nil {
+			change(el, l)
+		}
+		in, qd := l.tick(start.Add(el), tick, c.Rate())
+		dec := c.Step(in)
+		tr.at = append(tr.at, el)
+		tr.rate = append(tr.rate, dec.Rate)
+		tr.cap = append(tr.cap, l.cap)
+		tr.delay = append(tr.delay, qd)
+		tr.dec = append(tr.dec, dec)
+	}
+	return tr
+}
+
+func policy() Policy {
+	return Policy{Iface: "eth0", Min: 500_000, Base: 1_800_000, Max: 4_000_000, Reflectors: []string{"a:1", "b:1", "c:1"}, Passive: true}
+}
+
+func newLink(refl int, passive bool) *link {
+	rng := rand.New(rand.NewSource(1))
+	return &link{cap: 2e6, buffer: 5 * time.Second, base: 40 * time.Millisecond, refl: refl, passive: passive, noisy: -1, rng: rng,
+		noise: func() time.Duration { return time.Duration(rng.Intn(2000)) * time.Microsecond }}
+}
+
+// stepSchedule is the lab's capped-uplink-varying: 2 → 1 → 3 → 2 Mbit/s
+// every 30 s.
+func stepSchedule(el time.Duration, l *link) {
+	l.cap = []float64{2e6, 1e6, 3e6, 2e6}[min(int(el/(30*time.Second)), 3)]
+}
+
+func pct(v []time.Duration, p float64) time.Duration {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[int(math.Ceil(p*float64(len(s))))-1]
+}
+
+// check holds the lab's expectations against a trace of the step schedule.
+func check(t *testing.T, tr *trace) {
+	t.Helper()
+	step := 30 * time.Second
+	var settled []time.Duration
+	for i, at := range tr.at {
+		if at%step >= 5*time.Second {
+			settled = append(settled, tr.delay[i])
+		}
+	}
+	if p := pct(settled, 0.99); p > 30*time.Millisecond {
+		t.Errorf("queue delay p99 %v outside the 5 s after each step, want ≤ 30ms", p)
+	}
+	for s := 0; s < 4; s++ {
+		var got, capSum float64
+		var conv time.Duration = -1
+		var flat []float64
+		for i, at := range tr.at {
+			if at < time.Duration(s)*step || at >= time.Duration(s+1)*step {
+				continue
+			}
+			c := tr.cap[i]
+			got += math.Min(float64(tr.rate[i]), c)
+			capSum += c
+			if conv < 0 && math.Abs(float64(tr.rate[i])-c)/c <= 0.10 {
+				conv = at - time.Duration(s)*step
+			}
+			if at%step >= 15*time.Second {
+				flat = append(flat, float64(tr.rate[i]))
+			}
+		}
+		if share := got / capSum; share < 0.85 {
+			t.Errorf("step %d: goodput %.0f%% of the cap, want ≥ 85%%", s, share*100)
+		}
+		limit := 5 * time.Second
+		if s == 2 {
+			limit = 10 * time.Second
+		}
+		if s > 0 && (conv < 0 || conv > limit) {
+			t.Errorf("step %d: within 10%% of the cap after %v, want ≤ %v", s, conv, limit)
+		}
+		if rsd := relStd(flat); rsd > 0.05 {
+			t.Errorf("step %d: rate's relative std %.1f%% in the flat part, want ≤ 5%%", s, rsd*100)
+		}
+		t.Logf("step %d (cap %.1f Mbit/s): converged after %v, goodput share %.2f, flat rsd %.1f%%", s, tr.cap[int(time.Duration(s)*step/200/time.Millisecond)]/1e6, conv, got/capSum, relStd(flat)*100)
+	}
+}
+
+func relStd(v []float64) float64 {
+	var sum, sq float64
+	for _, x := range v {
+		sum += x
+	}
+	mean := sum / float64(len(v))
+	for _, x := range v {
+		sq += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(sq/float64(len(v))) / mean
+}
+
+func TestStepScheduleWithReflectors(t *testing.T) {
+	p := policy()
+	p.Passive = false
+	tr := run(t, NewController(p, DefaultConfig()), newLink(3, false), 120*time.Second, stepSchedule)
+	check(t, tr)
+}
+
+func TestStepSchedulePassiveOnly(t *testing.T) {
+	p := policy()
+	p.Reflectors = nil
+	tr := run(t, NewController(p, DefaultConfig()), newLink(0, true), 120*time.Second, stepSchedule)
+	check(t, tr)
+}
+
+func TestStepScheduleBoth(t *testing.T) {
+	tr := run(t, NewController(policy(), DefaultConfig()), newLink(3, true), 120*time.Second, stepSchedule)
+	check(t, tr)
+}
+
+// Reflectors going silent mid-run must not move the rate: no signal is not
+// bloat (cake-autorate #326, sqm-autorate #152).
+func TestReflectorLossHolds(t *testing.T) {
+	p := policy()
+	p.Passive = false
+	c := NewController(p, DefaultConfig())
+	l := newLink(3, false)
+	tr := run(t, c, l, 60*time.Second, func(el time.Duration, l *link) { l.lost = el >= 20*time.Second })
+	before := tr.rate[int(20*time.Second/c.cfg.Tick)-1]
+	for i, at := range tr.at {
+		if at < 20*time.Second {
+			continue
+		}
+		if tr.rate[i] != before {
+			t.Fatalf("at %v the rate moved from %d to %d with no signal", at, before, tr.rate[i])
+		}
+		if tr.dec[i].Reason != "no-signal" {
+			t.Fatalf("at %v reason %q, want no-signal", at, tr.dec[i].Reason)
+		}
+	}
+	if before < 1_700_000 {
+		t.Errorf("rate before the outage %d, want near the 2 Mbit/s cap", before)
+	}
+}
+
+// With the reflectors gone and the passive signal clean, the rate holds on
+// the passive signal and never drops to the minimum.
+func TestReflectorLossPassiveCarries(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	tr := run(t, c, newLink(3, true), 60*time.Second, func(el time.Duration, l *link) { l.lost = el >= 20*time.Second })
+	for i, at := range tr.at {
+		if at >= 25*time.Second && (tr.rate[i] < 1_700_000 || tr.delay[i] > 30*time.Millisecond) {
+			t.Fatalf("at %v rate %d, queue %v after the reflectors went: want the rate held near the cap", at, tr.rate[i], tr.delay[i])
+		}
+	}
+}
+
+// An idle link: no increase (nothing is learnt), the rate drifts back to
+// base, and after IdleAfter the daemon is told to pause its probes.
+func TestIdle(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	l := newLink(3, true)
+	// Busy at first so the rate moves off base, then idle.
+	tr := run(t, c, l, 100*time.Second, func(el time.Duration, l *link) {
+		if el >= 20*time.Second {
+			l.demand = 1 // bit/s: nothing
+		}
+	})
+	last := tr.dec[len(tr.dec)-1]
+	if !last.Idle {
+		t.Errorf("idle for 80 s but Idle false")
+	}
+	for i, at := range tr.at {
+		if at >= 21*time.Second && tr.dec[i].Direction == "up" {
+			t.Fatalf("at %v: %s while idle", at, tr.dec[i].Key())
+		}
+		if at < 20*time.Second && tr.dec[i].Idle {
+			t.Fatalf("at %v: idle while busy", at)
+		}
+	}
+	if r := c.Rate(); r != c.pol.Base {
+		mv := math.Abs(float64(r)-float64(c.pol.Base)) / float64(c.pol.Base)
+		if mv > 0.02 {
+			t.Errorf("rate %d after 80 s idle, want drifting back to base %d", r, c.pol.Base)
+		}
+	}
+}
+
+// One reflector out of three adds random spikes of 20–80 ms to a quarter
+// of its samples: the lower median ignores it and the rate stays near the
+// cap.
+func TestNoisyReflector(t *testing.T) {
+	p := policy()
+	p.Passive = false
+	l := newLink(3, false)
+	l.noisy = 1
+	c := NewController(p, DefaultConfig())
+	tr := run(t, c, l, 60*time.Second, nil)
+	for i, d := range tr.dec {
+		if tr.at[i] > 10*time.Second && d.Direction == "down" && tr.delay[i] < 5*time.Millisecond {
+			t.Errorf("at %v: cut on a noisy reflector with the queue at %v", tr.at[i], tr.delay[i])
+		}
+	}
+	var flat []float64
+	for i, at := range tr.at {
+		if at >= 20*time.Second {
+			flat = append(flat, float64(tr.rate[i]))
+		}
+	}
+	if rsd := relStd(flat); rsd > 0.05 {
+		t.Errorf("rate rsd %.1f%% with one noisy reflector, want ≤ 5%%", rsd*100)
+	}
+	// A single noisy reflector does trip the law: that is the control.
+	l2 := newLink(1, false)
+	l2.noisy = 0
+	p.Reflectors = p.Reflectors[:1]
+	tr2 := run(t, NewController(p, DefaultConfig()), l2, 60*time.Second, nil)
+	cuts := 0
+	for _, d := range tr2.dec {
+		if d.Direction == "down" {
+			cuts++
+		}
+	}
+	if cuts == 0 {
+		t.Errorf("the noisy reflector alone never caused a cut: the test's noise is too weak to show anything")
+	}
+}
+
+func TestNeverOutsideBounds(t *testing.T) {
+	p := policy()
+	p.Min, p.Max = 1_500_000, 2_500_000
+	tr := run(t, NewController(p, DefaultConfig()), newLink(3, true), 120*time.Second, stepSchedule)
+	for i, r := range tr.rate {
+		if r < p.Min || r > p.Max {
+			t.Fatalf("at %v rate %d outside [%d, %d]", tr.at[i], r, p.Min, p.Max)
+		}
+	}
+	// The 1 Mbit/s step is under min: the rate sits at min, and says so.
+	atMin := 0
+	for i, at := range tr.at {
+		if at >= 40*time.Second && at < 60*time.Second && tr.rate[i] == p.Min {
+			atMin++
+		}
+	}
+	if atMin == 0 {
+		t.Errorf("the cap fell under --min but the rate never reached min")
+	}
+}
+
+func TestThresholdAddsMTUTime(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	if got, want := c.threshold(2_000_000), DefaultThreshold+6056*time.Microsecond; got != want {
+		t.Errorf("threshold at 2 Mbit/s %v, want %v", got, want)
+	}
+}
+
+func TestStopReturnsToBase(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	run(t, c, newLink(3, true), 40*time.Second, stepSchedule)
+	d := c.Stop(time.Now())
+	if d.Rate != c.pol.Base || d.Key() != "base/stop" || c.Rate() != c.pol.Base {
+		t.Errorf("stop: %+v", d)
+	}
+}
