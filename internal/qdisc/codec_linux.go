@@ -28,6 +28,8 @@ var native = nl.NativeEndian()
 const (
 	tcaStabBase = 1
 	tcaStabData = 2
+
+	tcaStatsPkt64 = 8
 )
 
 // Dump returns every qdisc of the interface (ifindex 0: all interfaces).
@@ -128,7 +130,10 @@ func parseAttrs(b []byte) ([]Attr, error) {
 }
 
 // decodeStats2 reads the basic and queue counters, and whether a rate
-// estimator reports through TCA_STATS_RATE_EST(64).
+// estimator reports through TCA_STATS_RATE_EST(64). gnet_stats_basic counts
+// packets in 32 bits; past that the kernel (5.5+) puts the whole count in a
+// TCA_STATS_PKT64 right after it (and another after TCA_STATS_BASIC_HW, for
+// an offloaded qdisc's hardware counters, which is not ours).
 func decodeStats2(b []byte) (Stats, bool) {
 	var s Stats
 	attrs, err := nl.ParseRouteAttr(b)
@@ -136,6 +141,8 @@ func decodeStats2(b []byte) (Stats, bool) {
 		return s, false
 	}
 	estimator := false
+	var pkt64 uint64
+	prev := uint16(0)
 	for _, a := range attrs {
 		v := a.Value
 		switch a.Attr.Type {
@@ -152,10 +159,18 @@ func decodeStats2(b []byte) (Stats, bool) {
 				s.Requeues = uint64(native.Uint32(v[12:16]))
 				s.Overlimits = uint64(native.Uint32(v[16:20]))
 			}
+		case tcaStatsPkt64:
+			if len(v) >= 8 && prev == nl.TCA_STATS_BASIC {
+				pkt64 = native.Uint64(v[0:8])
+			}
 		case nl.TCA_STATS_RATE_EST, nl.TCA_STATS_RATE_EST64:
 			estimator = true
 		}
+		if a.Attr.Type != nl.TCA_STATS_PAD {
+			prev = a.Attr.Type
+		}
 	}
+	s.Packets = max(s.Packets, pkt64)
 	return s, estimator
 }
 

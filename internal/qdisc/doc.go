@@ -14,6 +14,10 @@
 // written by hand. "@default" marks a qdisc the kernel attached by itself (handle
 // 0:): restoring one means deleting what replaced it, not creating it again.
 //
+// For lowlat autorate, ReadShaper and SetShaperRate read a cake or tbf root
+// shaper's rate and counters cheaply and change its rate in place, keeping
+// everything else about it.
+//
 // Encoding is done here rather than with vishvananda/netlink's qdisc types because
 // that library has no cake, sends no rate table for tbf (3.10 kernels need one)
 // and drops options it does not know on the way back; rtnetlink framing still
