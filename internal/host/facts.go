@@ -58,6 +58,10 @@ type Facts struct {
 	// Nagle and proxy checks also run on a capture. Nil when not gathered
 	// (a tree without proxy configurations, an older capture).
 	Sockets *sockets.Summary `json:"sockets,omitempty"`
+	// Autorate maps an interface to its lowlat autorate policy: the content
+	// of AutorateDir/<iface>.policy (the knob autorate/<iface>), trimmed.
+	// Nil when there is none, or the facts predate autorate.
+	Autorate map[string]string `json:"autorate,omitempty"`
 	// SockOps is what this kernel's sock_ops can set and what lowlat
 	// enforces through it in this namespace. Nil when not gathered: only a
 	// plan with [[sockets]] settings asks, on the live host.

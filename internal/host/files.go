@@ -76,6 +76,7 @@ func (rd *fileReader) readAll() {
 	rd.interfaces()
 	rd.thp()
 	rd.irqbalance()
+	rd.autorate()
 	rd.block()
 	rd.systemd()
 	<-done

@@ -21,6 +21,40 @@ func (rd *fileReader) thp() {
 	}
 }
 
+// AutorateDir is where lowlat autorate keeps its policies, one
+// <iface>.policy each (autorate.PolicyDir; host does not import autorate,
+// whose daemon reads the host).
+const AutorateDir = "/etc/lowlat/autorate"
+
+// autorate reads the autorate policies in AutorateDir.
+func (rd *fileReader) autorate() {
+	ents, err := rd.r.ReadDir(AutorateDir)
+	if err != nil {
+		if !isNotExist(err) {
+			rd.fail(AutorateDir, err)
+		}
+		return
+	}
+	for _, e := range ents {
+		iface, ok := strings.CutSuffix(e.Name(), ".policy")
+		if !ok || iface == "" || e.IsDir() {
+			continue
+		}
+		p := path.Join(AutorateDir, e.Name())
+		b, err := rd.r.ReadFile(p)
+		if err != nil {
+			if !isNotExist(err) {
+				rd.fail(p, err)
+			}
+			continue
+		}
+		if rd.f.Autorate == nil {
+			rd.f.Autorate = map[string]string{}
+		}
+		rd.f.Autorate[iface] = strings.TrimSpace(string(b))
+	}
+}
+
 // irqbalanceConfigs are where distributions keep irqbalance's settings: Red Hat
 // and SUSE first, then Debian and Ubuntu.
 var irqbalanceConfigs = []string{"/etc/sysconfig/irqbalance", "/etc/default/irqbalance"}

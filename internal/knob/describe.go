@@ -74,6 +74,8 @@ func Describe(id, applied, live string) string {
 	case "block":
 		dev, _, _ := strings.Cut(rest, "/")
 		return fmt.Sprintf("%s queue: applied %s, now %s", dev, applied, gone(live))
+	case "autorate":
+		return fmt.Sprintf("autorate %s: applied %s, now %s", rest, autorateWords(applied), autorateWords(live))
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package knob
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lowlat/lowlat/internal/qdisc"
@@ -49,6 +50,79 @@ func QdiscSatisfied(live, desired string) bool {
 		return false
 	}
 	return qdisc.Satisfies(l, d)
+}
+
+// QdiscRootSatisfied is QdiscSatisfied for the root qdisc of iface on sys,
+// knowing lowlat autorate: a live shaper that differs from desired only in
+// its rate (see ShaperRate) satisfies it while iface has an autorate policy
+// whose range holds that rate. The rate autorate moves is not journaled;
+// its policy is, and a rate outside the policy is still drift.
+func QdiscRootSatisfied(sys *System, iface, live, desired string) bool {
+	if QdiscSatisfied(live, desired) {
+		return true
+	}
+	rate, ok := ShaperRate(live, desired)
+	if !ok {
+		return false
+	}
+	p, ok := readAutoratePolicy(sys, iface)
+	return ok && p.Contains(rate)
+}
+
+// ShaperRate reports whether the live root qdisc differs from the desired
+// one only in the shaper's rate, and returns the live rate in bit/s: both
+// are cake, differing in bandwidth, or tbf, differing in rate and in the
+// burst and limit that follow from it (the kernel keeps tbf's burst in
+// timer ticks of the rate, and a latency becomes a limit at the rate).
+// Everything else, the leaf included, must satisfy desired as it is.
+func ShaperRate(live, desired string) (uint64, bool) {
+	if live == Absent || desired == Absent {
+		return 0, false
+	}
+	l, err1 := qdisc.Parse(live)
+	d, err2 := qdisc.Parse(desired)
+	if err1 != nil || err2 != nil || l.Kind != d.Kind {
+		return 0, false
+	}
+	var key string
+	var follow []string
+	switch l.Kind {
+	case "cake":
+		key = "bandwidth"
+	case "tbf":
+		key, follow = "rate", []string{"burst", "limit", "latency"}
+	default:
+		return 0, false
+	}
+	lv, ok1 := l.Opt(key)
+	dv, ok2 := d.Opt(key)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	lr, err1 := qdisc.ParseRate(lv)
+	dr, err2 := qdisc.ParseRate(dv)
+	if err1 != nil || err2 != nil || lr == dr {
+		return 0, false
+	}
+	// desired at the live rate, with the options that follow the rate as
+	// they are live.
+	moved := d
+	moved.Opts = map[string]string{}
+	for k, v := range d.Opts {
+		if !slices.Contains(follow, k) {
+			moved.Opts[k] = v
+		}
+	}
+	moved.Opts[key] = lv
+	for _, k := range follow {
+		if v, ok := l.Opt(k); ok {
+			moved.Opts[k] = v
+		}
+	}
+	if !qdisc.Satisfies(l, moved) {
+		return 0, false
+	}
+	return lr, true
 }
 
 // QdiscSame is exact equality (qdisc.Equal): for two values read by this

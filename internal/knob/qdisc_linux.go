@@ -15,6 +15,7 @@ import (
 // qdiscKnob is the root qdisc of an interface ("qdisc/eth0/root"), or its ingress
 // shaping through an IFB device ("qdisc/eth0/ingress").
 type qdiscKnob struct {
+	sys     *System
 	iface   string
 	ingress bool
 }
@@ -24,7 +25,7 @@ func newQdisc(sys *System, rest string) (Knob, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &qdiscKnob{iface: iface, ingress: where == "ingress"}, nil
+	return &qdiscKnob{sys: sys, iface: iface, ingress: where == "ingress"}, nil
 }
 
 func (k *qdiscKnob) ID() string {
@@ -34,9 +35,17 @@ func (k *qdiscKnob) ID() string {
 	return "qdisc/" + k.iface + "/root"
 }
 
-func (k *qdiscKnob) Satisfied(live, desired string) bool { return QdiscSatisfied(live, desired) }
-func (k *qdiscKnob) Same(a, b string) bool               { return QdiscSame(a, b) }
-func (k *qdiscKnob) Validate(v string) error             { return ValidateQdisc(v, k.ingress) }
+// Satisfied compares qdisc specs; the root also takes a rate lowlat
+// autorate moved within its policy (QdiscRootSatisfied).
+func (k *qdiscKnob) Satisfied(live, desired string) bool {
+	if k.ingress {
+		return QdiscSatisfied(live, desired)
+	}
+	return QdiscRootSatisfied(k.sys, k.iface, live, desired)
+}
+
+func (k *qdiscKnob) Same(a, b string) bool   { return QdiscSame(a, b) }
+func (k *qdiscKnob) Validate(v string) error { return ValidateQdisc(v, k.ingress) }
 
 // Restorable says why a value read from the kernel cannot be recreated.
 func (k *qdiscKnob) Restorable(v string) error {

@@ -69,8 +69,8 @@ type HostBrief struct {
 
 // Options narrows a plan.
 type Options struct {
-	// Ifaces are the interfaces qdisc and route settings apply to. Empty: the
-	// interfaces carrying a default route.
+	// Ifaces are the interfaces qdisc, route and autorate settings apply
+	// to. Empty: the interfaces carrying a default route.
 	Ifaces []string
 	// ReserveCPUs are CPUs kept for the application (--reserve-cpus): no
 	// interrupt is placed on them or on their SMT siblings.
@@ -115,9 +115,12 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 	// net.core.default_qdisc is restored before the qdiscs, and the kernel
 	// re-attaches the original default kind when a root is deleted.
 	var devs, sysctls []Change
+	var policies []profile.Setting
 	nic := nicSettings{}
 	for _, s := range r.Settings {
 		switch s.Section {
+		case "autorate":
+			policies = append(policies, s)
 		case "ethtool", "irq", "nvme", "cpu":
 			nic[s.Key] = s
 		case "sysctl":
@@ -137,6 +140,12 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 		case "sockets":
 			devs = append(devs, socketRows(f, s)...)
 		}
+	}
+	// An autorate policy comes after the qdiscs: a rollback removes it,
+	// stopping the daemon that moves the shaper's rate, before the qdisc
+	// is restored.
+	for _, s := range policies {
+		devs = append(devs, autorateRows(f, ifaces, s, devs)...)
 	}
 	// NIC, interrupt and storage knobs go first: a rollback restores them
 	// last, after the qdiscs of the queues they created.
@@ -435,7 +444,19 @@ func rootRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
 		return c
 	}
 	c.decide(qdisc.Satisfies(cur, spec))
+	if c.Action == Set {
+		if note, ok := autorateMoved(f, ifc.Name, c.Current, c.Desired); ok {
+			c.Action, c.Note = OK, joinNotes(c.Note, note)
+		}
+	}
 	return c
+}
+
+func joinNotes(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // IngressValue is the interface's ingress knob value as the knob reads it.

@@ -42,12 +42,13 @@ func errAt(p Pos, format string, args ...any) *Error {
 }
 
 // Sections are the kinds of settings a profile may contain.
-var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "sockets"}
+var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "sockets", "autorate"}
 
 // Setting is one thing a profile sets.
 type Setting struct {
 	// Key is "<section>.<name>": "sysctl.net.core.somaxconn", "qdisc.root",
-	// "qdisc.ingress", "route.initcwnd", "sysfs.kernel/mm/transparent_hugepage/enabled".
+	// "qdisc.ingress", "route.initcwnd", "sysfs.kernel/mm/transparent_hugepage/enabled",
+	// "autorate.policy".
 	Key     string
 	Section string
 	Name    string

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/qdisc"
 	"github.com/lowlat/lowlat/internal/sockops"
 )
@@ -81,6 +82,11 @@ func checkValue(section, name, val string) error {
 	if terr != nil {
 		return terr
 	}
+	if section == "autorate" && v != val {
+		// Rates and lists may come from parameters: the policy as a whole
+		// is checked once they are bound (Resolve).
+		return checkAutorate(v, false)
+	}
 	return checkResolved(section, name, v)
 }
 
@@ -113,6 +119,8 @@ func checkResolved(section, name, v string) error {
 		}
 	case "ethtool", "irq", "nvme", "cpu":
 		return checkNICValue(section, name, v)
+	case "autorate":
+		return checkAutorate(v, true)
 	case "sockets":
 		_, opt, err := sockops.SplitSetting(name)
 		if err != nil {
@@ -121,6 +129,31 @@ func checkResolved(section, name, v string) error {
 		return opt.CheckValue(v)
 	}
 	return nil
+}
+
+// policyIface stands for each interface an [autorate.policy] is planned
+// for, in the errors of checking it.
+const policyIface = "IFACE"
+
+// checkAutorate checks an [autorate.policy] value: an autorate policy
+// without iface= (the plan gives it each target interface), its rates in
+// bit/s or tc's units ("min=1mbit base=1800kbit max=3mbit passive=on"). whole
+// checks the policy itself too, not only its shape.
+func checkAutorate(v string, whole bool) error {
+	for _, f := range strings.Fields(v) {
+		k, _, ok := strings.Cut(f, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value", f)
+		}
+		if k == "iface" {
+			return fmt.Errorf("leave iface= out: the policy is planned for each target interface")
+		}
+	}
+	if !whole {
+		return nil
+	}
+	_, err := autorate.ParsePolicyFor(policyIface, v)
+	return err
 }
 
 // parseParam checks and canonicalises a parameter value by type.
