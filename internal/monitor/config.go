@@ -13,6 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/probe"
 )
@@ -42,7 +43,10 @@ type Config struct {
 	Listen         string
 	DoctorInterval time.Duration // 0: the doctor never runs
 	Journal        string        // "" : the default journal
-	Targets        []Target
+	// AutorateDir is where autorate daemons publish their state (one
+	// <device>.json each); "": autorate.RunDir.
+	AutorateDir string
+	Targets     []Target
 }
 
 // Target is one [[target]].
@@ -333,8 +337,17 @@ func (p *cparser) top(c *Config, key string, v *unstable.Node, pos Pos) error {
 			return err
 		}
 		c.Journal = s
+	case "autorate_dir":
+		s, err := str(v)
+		if err != nil {
+			return err
+		}
+		if s == "" {
+			return fmt.Errorf("empty: leave the key out for %s", autorate.RunDir)
+		}
+		c.AutorateDir = s
 	default:
-		return unknownKey{"(known: listen, doctor_interval, journal, [[target]])"}
+		return unknownKey{"(known: listen, doctor_interval, journal, autorate_dir, [[target]])"}
 	}
 	return nil
 }

@@ -85,6 +85,8 @@ func TestConfigErrors(t *testing.T) {
 		{"empty key file", head + "key_file = \"" + key + "\"\n", `m.toml:5:12: target "a": key_file ` + key + " is empty"},
 		{"bad listen", "listen = \"9431\"\n", `m.toml:1:10: listen: "9431": want host:port`},
 		{"doctor too often", "doctor_interval = \"5s\"\n", "m.toml:1:19: doctor_interval: 5s: at least 1m"},
+		{"empty autorate_dir", "autorate_dir = \"\"\n", "m.toml:1:16: autorate_dir: empty: leave the key out for /run/lowlat/autorate"},
+		{"autorate_dir not string", "autorate_dir = 1\n", "m.toml:1:16: autorate_dir: want a string, got an integer"},
 		{"rate and interval", head + "interval = \"1s\"\nrate = 20\n", "m.toml:6:8: rate: interval is already set at line 5: give interval or rate, not both"},
 		{"interval and rate", head + "rate = 20\ninterval = \"1s\"\n", "m.toml:6:12: interval: rate is already set at line 5"},
 		{"rate zero", head + "rate = 0\n", "m.toml:5:8: rate: 0: want probes per second, more than 0"},

@@ -105,7 +105,8 @@ func (x *metrics) series(t *Target) *series {
 
 // stateCollector turns the monitor's state into series at scrape time:
 // target info and objectives, the doctor's findings, drift, transactions,
-// reloads and the build. It is unchecked (Describe sends nothing) because
+// reloads, the build, and the autorate daemons' state files
+// (autorate.go). It is unchecked (Describe sends nothing) because
 // target_info's label names follow the config's labels.
 type stateCollector struct{ m *Monitor }
 
@@ -147,6 +148,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		t.mu.Unlock()
 	}
 	m.mu.Unlock()
+	// Files, read without the lock.
+	collectAutorate(ch, m.readAutorate(cfg.autorateDir()))
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

@@ -70,6 +70,11 @@ type Monitor struct {
 	ctx     context.Context    // Run's, for targets started by Reload
 	wg      sync.WaitGroup
 	doctorC chan struct{} // tells the doctor loop the interval changed
+
+	// arBad are the autorate state files (or the dir) that last failed
+	// to read, so each is logged once (readAutorate).
+	arMu  sync.Mutex
+	arBad map[string]bool
 }
 
 // state is what the doctor and journal loops last published.
@@ -366,8 +371,9 @@ func (m *Monitor) Snapshot() *Snapshot {
 		}
 	}
 	m.mu.Unlock()
+	ar := m.readAutorate(cfg.autorateDir())
 	s := &Snapshot{Now: now, Version: m.opts.Version, Hostname: m.opts.Hostname, ConfigPath: cfg.File, ReloadError: st.reloadErr,
-		DoctorAt: st.doctorAt, DoctorError: st.doctorErr, Drift: st.drift, Transactions: st.txns, JournalError: st.journalErr}
+		DoctorAt: st.doctorAt, DoctorError: st.doctorErr, Drift: st.drift, Transactions: st.txns, JournalError: st.journalErr, Autorate: ar}
 	for _, t := range ts {
 		s.Targets = append(s.Targets, t.view(now))
 	}

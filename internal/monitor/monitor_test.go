@@ -283,7 +283,8 @@ response = 4096
 	}
 }
 
-// promtool, Prometheus's own linter, finds nothing to say about a scrape.
+// promtool, Prometheus's own linter, finds nothing to say about a scrape,
+// autorate's series included.
 func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool := needPromtool(t)
 	addr := reflector(t)
@@ -291,6 +292,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.AutorateDir = writeAutorateStates(t) // and the autorate daemons' series
 	r := start(t, cfg, Options{Doctor: fakeDoctor, Status: fakeStatus, Version: "v"})
 	defer r.stop()
 	time.Sleep(500 * time.Millisecond)

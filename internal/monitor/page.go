@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/report"
 )
 
@@ -35,6 +36,9 @@ func WritePage(w io.Writer, s *Snapshot) error {
 		p.Sections = append(p.Sections, targetSection(&s.Targets[i], s.Now))
 	}
 	p.Sections = append(p.Sections, findingsSection(s), hostSection(s))
+	if len(s.Autorate) > 0 {
+		p.Sections = append(p.Sections, autorateSection(s))
+	}
 	return report.WriteHTML(w, p)
 }
 
@@ -337,4 +341,76 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// autorateSection is a row per running autorate daemon: where it holds the
+// shaper, how loaded, what it changed and what its signals say. A rate at
+// the policy's minimum is the known way autorate fails (its signals stop
+// answering and it reads silence as bloat): it is marked.
+func autorateSection(s *Snapshot) report.Section {
+	sec := report.Section{ID: "autorate", Title: "Autorate"}
+	t := &report.Table{Header: []string{"device", "shaper", "rate", "policy range", "load", "adjustments", "signals", "updated"}}
+	worst := report.Good
+	for i := range s.Autorate {
+		a := &s.Autorate[i]
+		kind := orDash(a.Kind)
+		if a.DryRun {
+			kind += " (dry run)"
+		}
+		st, span := report.Plain, "–"
+		if p, err := autorate.ParsePolicy(a.Policy); err == nil {
+			span = mbit(p.Min) + " … " + mbit(p.Max)
+			if a.RateBps <= p.Min+8 { // tbf keeps bytes/s: allow its rounding
+				st = report.Warn
+			}
+		}
+		var adj []string
+		for _, k := range a.AdjustmentKeys() {
+			adj = append(adj, fmt.Sprintf("%s %d", k, a.Adjustments[k]))
+		}
+		var sigs []string
+		healthy := 0
+		for _, g := range a.Signals {
+			v := g.Name + " " + ms(time.Duration(g.DelaySeconds*1e9))
+			if g.Healthy {
+				healthy++
+			} else {
+				v += " (no fresh samples)"
+			}
+			sigs = append(sigs, v)
+		}
+		sigStyle := report.Plain
+		switch {
+		case len(a.Signals) > 0 && healthy == 0:
+			sigStyle = report.Bad
+		case healthy < len(a.Signals):
+			sigStyle = report.Warn
+		}
+		for _, x := range []report.Style{st, sigStyle} {
+			if x == report.Bad || (x == report.Warn && worst != report.Bad) {
+				worst = x
+			}
+		}
+		updated := "–"
+		if !a.Time.IsZero() {
+			updated = a.Time.Format(time.TimeOnly)
+		}
+		t.Add(report.C(a.Device), report.C(kind), report.S(mbit(a.RateBps), st), report.C(span), report.C(fmt.Sprintf("%.0f %%", 100*a.Load)),
+			report.C(orDash(strings.Join(adj, " · "))), report.S(orDash(strings.Join(sigs, " · ")), sigStyle), report.C(updated))
+	}
+	sec.Table = t
+	sec.Badge, sec.BadgeStyle = map[report.Style]string{report.Good: "RUNNING", report.Warn: "CHECK", report.Bad: "BLIND"}[worst], worst
+	sec.Notes = []string{
+		"A rate at the policy's minimum is marked: with unhealthy signals it is autorate reading silence as bloat, not the link.",
+		"Backlog and drops of the shaper: node_exporter's node_qdisc_* series.",
+	}
+	return sec
+}
+
+// mbit is a rate in bit/s for people.
+func mbit(bps uint64) string {
+	if bps < 1e6 {
+		return fmt.Sprintf("%.0f kbit/s", float64(bps)/1e3)
+	}
+	return fmt.Sprintf("%.2f Mbit/s", float64(bps)/1e6)
 }

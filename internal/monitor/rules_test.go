@@ -43,6 +43,7 @@ func TestRulesReadExportedSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.AutorateDir = writeAutorateStates(t) // LowlatAutorateAtMin reads its series
 	r := start(t, cfg, Options{Doctor: fakeDoctor, Status: fakeStatus})
 	defer r.stop()
 	time.Sleep(300 * time.Millisecond)

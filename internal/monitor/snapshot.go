@@ -3,6 +3,7 @@ package monitor
 import (
 	"time"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/pathprobe"
 )
 
@@ -29,6 +30,8 @@ type Snapshot struct {
 	Transactions []TxnView
 	// JournalError is why the journal could not be read, if it could not.
 	JournalError string
+	// Autorate are the running autorate daemons' states, by device.
+	Autorate []autorate.State `json:",omitempty"`
 }
 
 // TargetView is one target's last hour.
