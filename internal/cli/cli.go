@@ -137,6 +137,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newLabCmd(env),
 		newSocketsCmd(env),
 	)
+	inGroup(groupLoop, root, newAutorateCmd(env))
 	inGroup(groupUnits, root,
 		newBootCmd(env),
 		newReassertCmd(env),

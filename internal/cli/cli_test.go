@@ -122,6 +122,7 @@ var arity = map[string][2]int{
 	"profile show":  {1, 1},
 	"plan":          {0, 0},
 	"apply":         {0, 0},
+	"autorate":      {0, 0},
 	"confirm":       {0, 0},
 	"prove":         {0, 0},
 	"pin":           {0, 0},

@@ -34,6 +34,12 @@ type Sample struct {
 	RTT time.Duration
 	// FirstByte is, for crr, connect start to the first response byte.
 	FirstByte time.Duration
+	// Up is, for udp, the one-way delay to the reflector: its receive
+	// time less the send time. The two wall clocks differ by an unknown
+	// offset, so only changes of Up mean anything (autorate compares it
+	// with its own baseline); HasUp says the reply carried it.
+	Up    time.Duration
+	HasUp bool
 	// Lost means no reply came within the watch's Timeout (or the exchange
 	// failed); Dir says which way when that is known.
 	Lost bool

@@ -358,7 +358,7 @@ func (w *udpWatch) handle(p *packet, rx int64) {
 		}
 		w.lastRx = time.Now()
 		w.stateLocked(false, "udp %s: replies again", w.cfg.Target)
-		w.sink(Sample{Sent: time.Unix(0, tx), RTT: time.Duration(max(rtt, 0))})
+		w.sink(Sample{Sent: time.Unix(0, tx), RTT: time.Duration(max(rtt, 0)), Up: time.Duration(p.SrvRx - tx), HasUp: p.SrvRx != 0})
 	case pktClosed:
 		for _, s := range w.closing {
 			if s.id == p.Session && s.closeNonce == p.Nonce && s.final < 0 {

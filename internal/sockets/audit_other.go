@@ -21,3 +21,8 @@ func Audit(ctx context.Context, cfg Config) (*Report, error) {
 func Collect(ctx context.Context, fsys FS) *Summary {
 	return &Summary{Error: "sockets: not supported on " + runtime.GOOS, Proxies: ReadProxies(fsys, nil)}
 }
+
+// Connections is only implemented on Linux.
+func Connections() ([]Socket, error) {
+	return nil, errors.New("sockets: not supported on " + runtime.GOOS)
+}

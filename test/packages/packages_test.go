@@ -50,6 +50,7 @@ var files = map[string][]string{
 		"/usr/lib/systemd/system/lowlat-reassert.service",
 		"/usr/lib/systemd/system/lowlat-reassert.timer",
 		"/usr/lib/systemd/system/lowlat-monitor.service",
+		"/usr/lib/systemd/system/lowlat-autorate@.service",
 		"/usr/share/bash-completion/completions/lowlat",
 		"/usr/share/fish/vendor_completions.d/lowlat.fish",
 		"/var/lib/lowlat",
