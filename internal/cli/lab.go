@@ -327,7 +327,7 @@ func runLabClean(ctx context.Context, env *Env, o *labCleanOptions, args []strin
 			return jerr
 		}
 	} else if rep != nil {
-		n := len(rep.Namespaces) + len(rep.Processes) + len(rep.TempDirs) + len(rep.States) + len(rep.Cgroups) + len(rep.Sockops)
+		n := len(rep.Namespaces) + len(rep.Processes) + len(rep.TempDirs) + len(rep.States) + len(rep.Cgroups) + len(rep.Sockops) + len(rep.Files)
 		for _, s := range rep.Sockops {
 			fmt.Fprintln(env.Stdout, "removed sock_ops entry", s)
 		}
@@ -345,6 +345,9 @@ func runLabClean(ctx context.Context, env *Env, o *labCleanOptions, args []strin
 		}
 		for _, s := range rep.States {
 			fmt.Fprintln(env.Stdout, "removed", s)
+		}
+		for _, f := range rep.Files {
+			fmt.Fprintln(env.Stdout, "removed", f)
 		}
 		for _, r := range rep.Running {
 			fmt.Fprintln(env.Stdout, "left running:", r, "(--force stops it)")

@@ -23,7 +23,7 @@ func TestLabList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"bufferbloat-uplink", "nagle-small-messages", "first-frame", "game-egress", "cross-border-jitter", "path-hops", "[needs netem]"} {
+	for _, s := range []string{"bufferbloat-uplink", "nagle-small-messages", "first-frame", "game-egress", "cross-border-jitter", "path-hops", "capped-uplink-varying", "[needs netem]"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("list lacks %q:\n%s", s, out)
 		}
@@ -37,7 +37,7 @@ func TestLabList(t *testing.T) {
 		Runbook  string
 		Variants []struct{ Name string }
 	}
-	if err := json.Unmarshal([]byte(out), &items); err != nil || len(items) != 6 {
+	if err := json.Unmarshal([]byte(out), &items); err != nil || len(items) != 7 {
 		t.Fatalf("list --json: %v (%d items)\n%s", err, len(items), out)
 	}
 }
@@ -51,7 +51,7 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab"}, 2, ""},
 		{[]string{"lab", "frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"lab", "run"}, 2, "missing scenario NAME"},
-		{[]string{"lab", "run", "nope"}, 2, `unknown scenario "nope" (known: bufferbloat-uplink, cross-border-jitter, first-frame, game-egress, nagle-small-messages, path-hops)`},
+		{[]string{"lab", "run", "nope"}, 2, `unknown scenario "nope" (known: bufferbloat-uplink, capped-uplink-varying, cross-border-jitter, first-frame, game-egress, nagle-small-messages, path-hops)`},
 		{[]string{"lab", "run", "first-frame", "--variant", "x"}, 2, `scenario first-frame has no variant "x" (it has: baseline, initcwnd-40, sockops-initcwnd-40, initcwnd-40+tfo, bbr, live-edge)`},
 		{[]string{"lab", "run", "first-frame", "--id", "Bad/Id"}, 2, "run id"},
 		{[]string{"lab", "run", "first-frame", "--scale", "10"}, 2, "--scale 10"},

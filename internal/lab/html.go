@@ -133,6 +133,14 @@ func section(r *Result) report.Section {
 			c.Marks = append(c.Marks, report.Mark{X: v.Timeline.Phases[k], Label: k})
 		}
 		s.Charts = append(s.Charts, report.SectionChart{Chart: c, Caption: v.Timeline.Source + "; " + v.Fix})
+		if v.Rates != nil && len(v.Rates.Points) > 0 {
+			rc := report.Chart{Title: "Shaper rate vs the provider's cap: " + v.Name, XLabel: "seconds", XUnit: " s", YLabel: "rate", YUnit: " Mbit/s", YMin: 0, Width: 560, Height: 280, Marks: c.Marks}
+			rc.Series = []report.Series{
+				{Name: "provider's cap", Points: v.Rates.Cap, Color: "#888888"},
+				{Name: "shaper rate", Points: v.Rates.Points, Color: report.Palette(i)},
+			}
+			s.Charts = append(s.Charts, report.SectionChart{Chart: rc, Caption: v.Rates.Source + "; the RTT chart beside it is the same run"})
+		}
 	}
 	s.Notes = notes(r)
 	return s

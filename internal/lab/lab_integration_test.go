@@ -639,3 +639,120 @@ func TestIntegrationBadInput(t *testing.T) {
 		run(t, cmd, 1, "linux-image-6.1.0")
 	})
 }
+
+// TestIntegrationCappedUplinkVarying runs capped-uplink-varying at half
+// length (15 s steps; the 5 s windows of its expectations unchanged): the
+// provider's cap moves under 4 upload flows, and autorate, run as its own
+// process, follows it. It checks what autorate does today, side by side
+// with the baseline of the same run; the scenario's own targets (issue 14:
+// added p99 ≤ 30 ms, goodput ≥ 85 %, convergence ≤ 5/10 s, rsd ≤ 5 %) are
+// not all met yet, and their verdicts are logged, not checked (see
+// docs/autorate.md, "Where it stands").
+func TestIntegrationCappedUplinkVarying(t *testing.T) {
+	needRoot(t)
+	allowCongestion(t)
+	opts := Options{Scale: 0.5}
+	if !hasQdisc(t, "cake") {
+		if testnet.Required("cake") {
+			t.Fatal("kernel feature cake is required here but missing")
+		}
+		// This kernel: capped-uplink's last-resort shaper, a plain tbf.
+		opts.Variants = []string{"autorate-reflector"}
+	} else {
+		needFeature(t, "cake", "netem")
+	}
+	links := hostLinks(t)
+	bin, err := lowlatBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Lowlat, opts.ID = bin, testID(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	r, err := Run(ctx, "capped-uplink-varying", opts)
+	checkClean(t, opts.ID, links)
+	if err != nil {
+		t.Fatalf("lab run: %v", err)
+	}
+	var b bytes.Buffer
+	WriteText(&b, r, false)
+	t.Logf("\n%s", b.String())
+	derived := func(v VariantResult, k string) float64 {
+		d, _ := v.Metrics["derived"].(map[string]float64)
+		return d[k]
+	}
+	var base *VariantResult
+	for i, v := range r.Variants {
+		if v.Status != StatusRan {
+			t.Errorf("%s: %s (%s)", v.Name, v.Status, v.Why)
+			continue
+		}
+		if v.Name == "baseline" {
+			base = &r.Variants[i]
+		}
+		for _, e := range v.Expectations {
+			if !e.Pass && v.Name != "baseline" {
+				t.Logf("target missed (reported, issue 14 open): %s %s %s %v: observed %v", v.Name, e.Metric, e.Op, e.Value, deref(e.Observed))
+			}
+		}
+	}
+	if base == nil {
+		t.Fatal("no baseline")
+	}
+	// The baseline reproduces the problem: the provider's 5 s buffer fills.
+	if got := derived(*base, "added_p99_ms"); got < 4000 {
+		t.Errorf("baseline added p99 %.0f ms: want ≥ 4000 (the provider's buffer full)", got)
+	}
+	for _, v := range r.Variants {
+		if !strings.HasPrefix(v.Name, "autorate") || v.Status != StatusRan {
+			continue
+		}
+		// Autorate ran on the fix's shaper, moved its rate both ways,
+		// and was stopped (back to base) before the rollback.
+		sum, _ := v.Metrics["autorate"].(map[string]any)
+		adj, _ := sum["adjustments"].(map[string]int)
+		var down, up int
+		for k, n := range adj {
+			if strings.HasPrefix(k, "down/") {
+				down += n
+			}
+			if strings.HasPrefix(k, "up/") {
+				up += n
+			}
+		}
+		if down == 0 || up == 0 || adj["base/stop"] != 1 {
+			t.Errorf("%s: adjustments %v: want cuts, rises and one stop", v.Name, adj)
+		}
+		if v.Rates == nil || len(v.Rates.Points) < 100 {
+			t.Errorf("%s: rate timeline %v: want the shaper's rate every 200 ms", v.Name, v.Rates)
+		}
+		// Side by side with the baseline of this run: the queue no
+		// longer sits in the provider's buffer. An added p99 a tenth of
+		// the baseline's is far below what autorate gets today (under
+		// 1 %: 45–77 ms against 9.8 s in the VM) and far above any
+		// queue the provider's buffer would hold.
+		if got, bl := derived(v, "added_p99_ms"), derived(*base, "added_p99_ms"); got > bl/10 {
+			t.Errorf("%s: added p99 %.0f ms, baseline %.0f ms: want under a tenth of it", v.Name, got, bl)
+		}
+		// Reflector killed in the last step: the rate holds on the
+		// passive signal and is never left at --min.
+		if strings.Contains(v.Name, "reflector") {
+			log, _ := sum["log"].([]string)
+			if !slices.ContainsFunc(log, func(l string) bool { return strings.Contains(l, "no answer for 2 s; holding") }) {
+				t.Errorf("%s: the reflector's outage was not logged", v.Name)
+			}
+		}
+	}
+	for _, f := range []string{"/etc/lowlat/autorate/" + ClientIf + ".policy", "/run/lowlat/autorate/" + ClientIf + ".pid"} {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left after the run: %v", f, err)
+		}
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

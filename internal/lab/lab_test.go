@@ -16,7 +16,7 @@ import (
 // The scenarios are data: check they are consistent, so a typo in a setting
 // key or a metric path fails here instead of silently never applying.
 func TestScenariosWellFormed(t *testing.T) {
-	want := []string{"bufferbloat-uplink", "cross-border-jitter", "first-frame", "game-egress", "nagle-small-messages", "path-hops"}
+	want := []string{"bufferbloat-uplink", "capped-uplink-varying", "cross-border-jitter", "first-frame", "game-egress", "nagle-small-messages", "path-hops"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("scenarios %v, want %v", got, want)
 	}

@@ -71,6 +71,9 @@ type VariantResult struct {
 	// Timeline is the RTT over time seen by the lab's sampler during the
 	// measurement (for the HTML plots).
 	Timeline *Timeline `json:"timeline,omitempty"`
+	// Rates is the client shaper's rate over time against the provider's
+	// cap (capped-uplink-varying).
+	Rates *RateTimeline `json:"rates,omitempty"`
 	// CDF names the histogram in Metrics the report draws as the RTT CDF.
 	CDF string `json:"cdf,omitempty"`
 	// Gate is the production gate's verdict on a fix against the baseline,
@@ -95,6 +98,14 @@ type Timeline struct {
 	Lost   []float64    `json:"lost,omitempty"`
 	// Phases mark when the measurement's phases began (e.g. "load" at 3 s).
 	Phases map[string]float64 `json:"phases,omitempty"`
+}
+
+// RateTimeline is a shaper's rate over time (s, Mbit/s) and the provider's
+// cap as a staircase.
+type RateTimeline struct {
+	Source string       `json:"source"`
+	Points [][2]float64 `json:"points"`
+	Cap    [][2]float64 `json:"cap"`
 }
 
 // ExpectResult is one checked expectation.

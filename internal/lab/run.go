@@ -47,6 +47,9 @@ type CleanReport struct {
 	Cgroups []string `json:"cgroups"`
 	// Sockops are the sock_ops selectors removed, "namespace: selector".
 	Sockops []string `json:"sockops"`
+	// Files are autorate's policy, pid and state files of the lab's
+	// client interface.
+	Files []string `json:"files"`
 	// Running are runs left alone: their process is still alive.
 	Running []string `json:"running,omitempty"`
 	Errors  []string `json:"errors,omitempty"`

@@ -35,6 +35,9 @@ type env struct {
 	echo *echo
 	// app is the client application's cgroup (App.OwnProcess), else nil.
 	app *appCgroup
+	// tmp is the run's scratch directory; journal the fix's journal
+	// ("" without a fix), which autorate journals its policy in too.
+	tmp, journal string
 }
 
 // client runs f on a thread in the client namespace.
@@ -215,7 +218,7 @@ func runNetwork(ctx context.Context, t *Topology, opts *Options, sc *Scenario, v
 		return nil, fmt.Errorf("lab: sampler echo: %w", err)
 	}
 	defer ec.close()
-	e := &env{ctx: ctx, t: t, opts: opts, sc: sc, v: v, refl: refl, echo: ec, step: step}
+	e := &env{ctx: ctx, t: t, opts: opts, sc: sc, v: v, refl: refl, echo: ec, step: step, tmp: tmp}
 	return runVariant(e, tmp)
 }
 
@@ -247,6 +250,7 @@ func runVariant(e *env, tmp string) (vr *VariantResult, err error) {
 			return vr, err
 		}
 		vr.Changes, vr.Skipped = a.changes, a.skipped
+		e.journal = a.journal
 		defer func() {
 			e.phase("roll "+v.Fix.Profile+" back", 0)
 			if rerr := a.rollback(e.ctx); rerr != nil && err == nil {
@@ -277,11 +281,16 @@ func runVariant(e *env, tmp string) (vr *VariantResult, err error) {
 }
 
 func startReflector(ctx context.Context, ns *NS) (string, func(), error) {
+	return startReflectorOn(ctx, ns, ReflectorPort)
+}
+
+// startReflectorOn starts a lab reflector on port of the server address.
+func startReflectorOn(ctx context.Context, ns *NS, port int) (string, func(), error) {
 	// The lab's probes carry no key and run load flows and 1 MB CRR: allow
 	// bulk, uncapped, since the traffic stays inside the lab's namespaces
 	// and a rate cap would be measured instead of the emulated path.
 	r := probe.NewReflector(probe.ReflectorConfig{MaxSessionsPerIP: -1, AllowLoad: true, LoadRate: -1, LoadDuration: -1})
-	if err := ns.Do(func() error { return r.Listen(ctx, fmt.Sprintf("%s:%d", ServerAddr, ReflectorPort)) }); err != nil {
+	if err := ns.Do(func() error { return r.Listen(ctx, fmt.Sprintf("%s:%d", ServerAddr, port)) }); err != nil {
 		return "", nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -35,6 +35,9 @@ type Variant struct {
 	Desc string
 	Fix  *Fix
 	App  App
+	// Autorate runs lowlat autorate during the measurement, on the shaper
+	// Fix installed.
+	Autorate *AutorateRun
 	// Expect are checked against this variant's metrics.
 	Expect []Expect
 }
@@ -57,6 +60,38 @@ type App struct {
 	// with match = "cgroup:{client-cgroup}", from outside the application.
 	OwnProcess bool
 }
+
+// AutorateRun is "lowlat autorate" run in the client namespace for the
+// whole measurement, on the client's uplink, as a process of its own (the
+// run's lowlat binary), its policy journaled with the variant's fix.
+type AutorateRun struct {
+	// Reflector gives autorate a reflector of its own in the server
+	// namespace (AutorateReflectorPort), apart from the one the load
+	// flows use, so it can be killed mid-run.
+	Reflector bool
+	// Passive uses the client's own connections' tcp_info.
+	Passive bool
+	// Min and Max bound the rate (tc units).
+	Min, Max string
+	// KillReflectorAt kills autorate's reflector this far into the loaded
+	// phase (scaled with the run; 0: never).
+	KillReflectorAt time.Duration
+}
+
+// args is the autorate command line.
+func (a *AutorateRun) args() []string {
+	args := []string{"autorate", "--iface", ClientIf, "--min", a.Min, "--max", a.Max, "--passive=" + fmt.Sprint(a.Passive)}
+	if a.Reflector {
+		args = append(args, "--reflector", fmt.Sprintf("%s:%d", ServerAddr, AutorateReflectorPort))
+	}
+	return args
+}
+
+// String is the command for reports.
+func (a *AutorateRun) String() string { return "lowlat " + strings.Join(a.args(), " ") }
+
+// AutorateReflectorPort is the port of autorate's own reflector.
+const AutorateReflectorPort = 7432
 
 // ClientCgroup stands for the client application's cgroup (App.OwnProcess)
 // in a Fix's Inline profile and Require keys; each run has its own.
@@ -134,6 +169,9 @@ func (v *Variant) fixString() string {
 	parts := []string{}
 	if v.Fix != nil {
 		parts = append(parts, v.Fix.String())
+	}
+	if v.Autorate != nil {
+		parts = append(parts, v.Autorate.String())
 	}
 	if v.App.Change != "" {
 		parts = append(parts, v.App.Change)

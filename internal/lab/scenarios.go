@@ -328,3 +328,67 @@ func init() {
 		},
 	})
 }
+
+// varyingStep is how long each cap of capped-uplink-varying lasts.
+const varyingStep = 30 * time.Second
+
+// varyingCaps are the provider's caps in capped-uplink-varying, in Mbit/s,
+// one per step.
+var varyingCaps = []float64{2, 1, 3, 2}
+
+func init() {
+	capped := func() *Fix {
+		return &Fix{Profile: "capped-uplink", Sets: map[string]string{"rate": "2mbit"}, Side: "client", Require: []string{"qdisc.root"}}
+	}
+	autorateExpect := []Expect{
+		{Metric: "derived.added_p99_ms", Op: "<=", Value: 30, Unit: "ms", Desc: "lowlat: RTT p99 − idle p50 ≤ 30 ms over the whole run, the first 5 s after each step left out"},
+		{Metric: "derived.goodput_share_min", Op: ">=", Value: 0.85, Unit: "of cap", Desc: "lowlat: goodput ≥ 85 % of the cap in force, averaged over each step (the worst step)"},
+		{Metric: "derived.convergence_down_s", Op: "<=", Value: 5, Unit: "s", Desc: "lowlat: the shaper's rate within 10 % of the new cap ≤ 5 s after a step down (the slower of the two)"},
+		{Metric: "derived.convergence_up_s", Op: "<=", Value: 10, Unit: "s", Desc: "lowlat: within 10 % of the new cap ≤ 10 s after the step up"},
+		{Metric: "derived.rate_rsd_max", Op: "<=", Value: 0.05, Unit: "", Desc: "lowlat: no oscillation: the rate's relative standard deviation in the second half of each step ≤ 5 %"},
+		{Metric: "derived.rate_at_min", Op: "<=", Value: 0, Unit: "samples", Desc: "lowlat: the rate never falls to --min"},
+	}
+	register(&Scenario{
+		Name: "capped-uplink-varying", Runbook: "003",
+		Title:   "A capped uplink whose cap moves: 2 → 1 → 3 → 2 Mbit/s every 30 s, 5 s provider buffer",
+		Summary: "provider cap stepping 2 → 1 → 3 → 2 Mbit/s (5 s buffer) under 4 upload flows: no fix vs static capped-uplink vs lowlat autorate (reflector, passive only)",
+		Problem: "Runbook 003's provider caps the uplink and buffers about 5 s, but here the cap moves, as burst credits run out or the " +
+			"provider re-provisions: 2 Mbit/s, then 1, 3 and 2 again, every 30 s, under a running upload (probe load --upload, 4 TCP " +
+			"flows). A static shaper at 90 % of the first cap lets the provider's buffer fill once the cap falls below it, and wastes " +
+			"the link once it rises. lowlat autorate moves the shaper's rate: with a reflector of its own (killed in the last step, so it " +
+			"must hold on the passive signal) and with the passive signal alone (tcp_info of the uploads).",
+		Topo: TopoSpec{Up: Path{Rate: "2mbit", Buffer: Duration(5 * time.Second), Steps: []RateStep{
+			{Every: Duration(varyingStep), Rate: "1mbit"}, {Every: Duration(varyingStep), Rate: "3mbit"}, {Every: Duration(varyingStep), Rate: "2mbit"},
+		}}, Down: Path{Delay: Duration(40 * time.Millisecond)}},
+		Estimate: 9 * time.Minute,
+		Key: []Expect{
+			{Metric: "derived.idle_p50_ms", Unit: "ms", Desc: "idle RTT p50"},
+			{Metric: "derived.added_p99_ms", Unit: "ms", Desc: "added RTT p99, 5 s after each step on"},
+			{Metric: "derived.added_p99_step1_ms", Unit: "ms", Desc: "added RTT p99 in the 1 Mbit/s step"},
+			{Metric: "derived.goodput_share_min", Unit: "of cap", Desc: "worst step's goodput over its cap"},
+			{Metric: "derived.convergence_down_s", Unit: "s", Desc: "time to within 10 % of the cap after a step down"},
+			{Metric: "derived.convergence_up_s", Unit: "s", Desc: "time to within 10 % of the cap after the step up"},
+			{Metric: "derived.rate_rsd_max", Unit: "", Desc: "rate's relative std in a flat step"},
+		},
+		Variants: []Variant{
+			{Name: "baseline", Desc: "no fix: the provider's buffer fills",
+				Expect: []Expect{{Metric: "derived.added_p99_ms", Op: ">=", Value: 4000, Unit: "ms",
+					Desc: "runbook 003: ping passed 5,000 ms under upload; the lab's provider buffers 5 s: added p99 ≥ 4,000 ms"}}},
+			{Name: "capped-uplink", Desc: "lowlat's static capped-uplink profile at the first cap (--set rate=2mbit)",
+				Fix: capped(),
+				Expect: []Expect{
+					{Metric: "derived.added_p99_step1_ms", Op: ">=", Value: 1000, Unit: "ms", Desc: "lowlat: a static shaper at 1.8 Mbit/s feeds the 1 Mbit/s cap 80 % too fast: its buffer fills (added p99 ≥ 1 s in that step)"},
+				}},
+			{Name: "autorate-reflector", Desc: "capped-uplink, then lowlat autorate with a reflector and the passive signal; the reflector is killed in the last step",
+				Fix:      capped(),
+				Autorate: &AutorateRun{Reflector: true, Passive: true, Min: "500kbit", Max: "4mbit", KillReflectorAt: 3*varyingStep + varyingStep/3},
+				Expect: append(append([]Expect{}, autorateExpect...),
+					Expect{Metric: "derived.outage_rate_share_min", Op: ">=", Value: 0.8, Unit: "of cap", Desc: "lowlat: with its reflector killed, autorate holds on the passive signal: its rate stays ≥ 80 % of the cap"}),
+			},
+			{Name: "autorate-passive", Desc: "capped-uplink, then lowlat autorate with the passive signal alone (tcp_info of the uploads), no reflector",
+				Fix:      capped(),
+				Autorate: &AutorateRun{Passive: true, Min: "500kbit", Max: "4mbit"},
+				Expect:   autorateExpect},
+		},
+	})
+}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/nsthread"
 	"github.com/lowlat/lowlat/internal/sockops"
 	"github.com/vishvananda/netns"
@@ -194,7 +195,7 @@ func alive(pid int, start uint64) bool {
 // temporary directory "lowlat-lab-*" no live run claims. Runs whose process
 // is alive are left alone unless force is set.
 func Clean(force bool) (*CleanReport, error) {
-	rep := &CleanReport{Namespaces: []string{}, Processes: []int{}, TempDirs: []string{}, States: []string{}, Cgroups: []string{}, Sockops: []string{}}
+	rep := &CleanReport{Namespaces: []string{}, Processes: []int{}, TempDirs: []string{}, States: []string{}, Cgroups: []string{}, Sockops: []string{}, Files: []string{}}
 	states, err := loadStates()
 	if err != nil {
 		return rep, err
@@ -252,6 +253,18 @@ func Clean(force bool) (*CleanReport, error) {
 		}
 	}
 	rep.removeCgroups(live)
+	if len(rep.Running) == 0 {
+		// A killed capped-uplink-varying run leaves its autorate's policy
+		// (journaled in the run's own journal, gone with its temp dir)
+		// and, when the daemon was killed too, its pid and state files.
+		for _, f := range []string{autorate.PolicyPath(ClientIf), autorate.PIDPath(ClientIf), autorate.StatePath(ClientIf)} {
+			if err := os.Remove(f); err == nil {
+				rep.Files = append(rep.Files, f)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				rep.Errors = append(rep.Errors, err.Error())
+			}
+		}
+	}
 	dirs, _ := filepath.Glob(filepath.Join(TempBase, "lowlat-lab-*"))
 	for _, d := range dirs {
 		if !live[d] && isLabTempDir(d) {

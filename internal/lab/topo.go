@@ -44,6 +44,47 @@ type Path struct {
 	Jitter Duration `json:"jitter,omitempty"`
 	// Loss in percent.
 	Loss float64 `json:"loss_pct,omitempty"`
+	// Steps move Rate during the measurement (capped-uplink-varying): the
+	// provider's cap changes in place, its buffer keeps what it holds.
+	Steps []RateStep `json:"steps,omitempty"`
+}
+
+// RateStep is one change of a path's rate, Every after the previous one
+// (the first Every after the load starts).
+type RateStep struct {
+	Every Duration `json:"every"`
+	Rate  string   `json:"rate"`
+}
+
+// stepSpec is the provider's rate limiter moved to rate by a step: the
+// tbf alone (a netem leaf stays as it is), with the bucket the new rate
+// gets and the byte limit of the path's first rate. A provider's buffer is
+// memory and keeps its size when the cap moves: 5 s at 2 Mbit/s is 10 s at
+// 1 Mbit/s. (A limit cut to 5 s of the lower rate would drop every packet
+// until the queue drained below it, and stall the flows for seconds.)
+func (p Path) stepSpec(rate string) (qdisc.Spec, error) {
+	first, err := p.spec(true)
+	if err != nil {
+		return qdisc.Spec{}, err
+	}
+	s, err := qdisc.Parse(first)
+	if err != nil {
+		return qdisc.Spec{}, err
+	}
+	limit := qdisc.Normalized(s).Opts["limit"]
+	bits, err := qdisc.ParseRate(rate)
+	if err != nil || bits == 0 {
+		return qdisc.Spec{}, fmt.Errorf("step rate %q: %v", rate, err)
+	}
+	// The bucket is the one of the path's highest rate at every step: tbf lets whole GSO
+	// packets up to its bucket into its queue, and one larger than a new,
+	// smaller bucket would wait at the head for tokens that never add up
+	// (the provider then sends nothing until its cap rises again).
+	burst := providerBurst(first0(p.Rate))
+	for _, st := range p.Steps {
+		burst = max(burst, providerBurst(first0(st.Rate)))
+	}
+	return qdisc.Parse(fmt.Sprintf("tbf rate %s burst %d limit %s", qdisc.FormatRate(bits), burst, limit))
 }
 
 func (p Path) needsNetem() bool { return p.Delay > 0 || p.Jitter > 0 || p.Loss > 0 }
@@ -63,6 +104,9 @@ func (p Path) String() string {
 	}
 	if p.Loss > 0 {
 		parts = append(parts, fmt.Sprintf("%g%% loss", p.Loss))
+	}
+	for _, st := range p.Steps {
+		parts = append(parts, fmt.Sprintf("then %s after %s", st.Rate, time.Duration(st.Every)))
 	}
 	if len(parts) == 0 {
 		return "unlimited"
@@ -107,8 +151,7 @@ func (p Path) spec(noNetem bool) (string, error) {
 	// machine) costs beyond them. 50 ms of tokens bridge such stalls; a
 	// shaper 2.5 % below the rate (runbook 003's tbf) would otherwise see
 	// the provider fall below it and fill its seconds of buffer.
-	burst := max(profile.TbfBurst(bits), bits/8/20)
-	tbf := fmt.Sprintf("tbf rate %s burst %d latency %s", qdisc.FormatRate(bits), burst, qdisc.FormatTime(buf))
+	tbf := fmt.Sprintf("tbf rate %s burst %d latency %s", qdisc.FormatRate(bits), providerBurst(bits), qdisc.FormatTime(buf))
 	if netem == "" {
 		return tbf, nil
 	}
@@ -116,6 +159,17 @@ func (p Path) spec(noNetem bool) (string, error) {
 	pkts := max(int(float64(bits)/8*buf.Seconds()/1514), 16)
 	return fmt.Sprintf("%s leaf { %s limit %d }", tbf, netem, pkts), nil
 }
+
+// first0 is a rate in bit/s, 0 when it does not parse (Path.spec has
+// checked it).
+func first0(rate string) uint64 {
+	b, _ := qdisc.ParseRate(rate)
+	return b
+}
+
+// providerBurst is the bucket of the provider's limiter at bits/s (see
+// Path.spec).
+func providerBurst(bits uint64) uint64 { return max(profile.TbfBurst(bits), bits/8/20) }
 
 // NIC emulates a network card of a fixed rate on the server: a tbf at the
 // root of its interface plays the wire, and whatever queue the host

@@ -842,6 +842,10 @@ func (s Spec) Managed() bool {
 	return true
 }
 
+// Normalized is s with its input-only options turned into what the kernel
+// keeps (a tbf's latency into its byte limit).
+func Normalized(s Spec) Spec { return normalize(s) }
+
 // normalize turns input-only options into what the kernel keeps: tbf latency
 // becomes limit = rate*latency + burst (tc's formula).
 func normalize(s Spec) Spec {

@@ -293,10 +293,19 @@ func fetchKernel(ctx context.Context, kdir, pkg string, logw io.Writer) (*Kernel
 		return nil, fmt.Errorf("fetch kernel: %w", err)
 	}
 	final := filepath.Join(kdir, pkg)
+	// Two runs fetching at once (make vmtest boots two VMs side by side):
+	// the one that finishes second uses the first one's tree, and never
+	// removes a complete tree the other may be booting from.
+	if k := cachedKernel(kdir, pkg); k != nil {
+		return k, nil
+	}
 	if err := os.RemoveAll(final); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("fetch kernel: %w", err)
 	}
 	if err := os.Rename(tree, final); err != nil {
+		if k := cachedKernel(kdir, pkg); k != nil {
+			return k, nil
+		}
 		return nil, fmt.Errorf("fetch kernel: %w", err)
 	}
 	k := cachedKernel(kdir, pkg)
