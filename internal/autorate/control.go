@@ -28,6 +28,12 @@ type Config struct {
 	// GrowthLimit is the queue growth (seconds per second) under the
 	// threshold that makes the rate step back under the estimated cap.
 	GrowthLimit float64
+	// OwnQueueBusy is the mean own-queue delay from which the shaper
+	// counts as the bottleneck (see Input.OwnQueue).
+	OwnQueueBusy time.Duration
+	// DrainLimit is how long a falling delay after a cut holds off the
+	// next cut.
+	DrainLimit time.Duration
 	// IncreaseHold is how long after a decrease no increase is made (the
 	// queue must drain first).
 	IncreaseHold time.Duration
@@ -63,8 +69,10 @@ func DefaultConfig() Config {
 		DrainTime:    2 * time.Second,
 		Refractory:   300 * time.Millisecond,
 		DrainWait:    time.Second,
+		DrainLimit:   5 * time.Second,
 		IncreaseHold: time.Second,
 		GrowthLimit:  0.01,
+		OwnQueueBusy: 2 * time.Millisecond,
 		IncreaseMin:  0.01,
 		IncreaseMax:  0.04,
 		HighLoad:     0.75,
@@ -97,6 +105,10 @@ type Input struct {
 	// acknowledged over the last tick, 0 when unknown: while a queue grows
 	// past the shaper, it is the rate the bottleneck really drains.
 	Delivered float64
+	// OwnQueue is the mean delay of the shaper's own queue over the tick.
+	// A shaper that holds a queue is the bottleneck itself: what the
+	// connections get acknowledged then says nothing of the cap past it.
+	OwnQueue time.Duration
 }
 
 // Decision is what Step decided, with the reason: the daemon logs one line
@@ -165,6 +177,8 @@ type Controller struct {
 	// ceil is the cap estimated at the last bloat (bit/s), 0 when unknown
 	// or outgrown.
 	ceil float64
+	// growth says, for the last ticks, whether the delay was growing.
+	growth []bool
 }
 
 type point struct {
@@ -204,8 +218,14 @@ func (c *Controller) Signals() []Signal {
 // threshold is the bloat threshold at rate: the policy's plus one MTU's
 // serialization time, which a single packet ahead adds at low rates.
 func (c *Controller) threshold(rate uint64) time.Duration {
-	mtu := time.Duration(float64(c.cfg.MTU*8) / float64(rate) * float64(time.Second))
-	return c.pol.Threshold + mtu
+	return c.pol.Threshold + c.mtuTime(rate)
+}
+
+// mtuTime is one MTU's serialization time at rate: what a packet may wait
+// behind another one being sent, queue or not, and what every packet takes
+// more at a lower rate than at the one its baseline was seen at.
+func (c *Controller) mtuTime(rate uint64) time.Duration {
+	return time.Duration(float64(c.cfg.MTU*8) / float64(rate) * float64(time.Second))
 }
 
 // delay turns the tick's readings into one delay over baseline: the lower
@@ -327,13 +347,16 @@ func (c *Controller) Step(in Input) Decision {
 // slope is how fast the delay grows (seconds of queue per second), by least
 // squares over the last ticks; 0 with fewer than three.
 func (c *Controller) slope() float64 {
-	n := float64(len(c.recent))
+	// The last three ticks: a longer window straddles the moment the
+	// queue started to grow and reads a steeper slope than there is.
+	pts := c.recent[max(len(c.recent)-3, 0):]
+	n := float64(len(pts))
 	if n < 3 {
 		return 0
 	}
 	var sx, sy, sxx, sxy float64
-	for _, p := range c.recent {
-		x := p.at.Sub(c.recent[0].at).Seconds()
+	for _, p := range pts {
+		x := p.at.Sub(pts[0].at).Seconds()
 		y := p.delay.Seconds()
 		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
@@ -349,7 +372,7 @@ func (c *Controller) slope() float64 {
 // rate this host sends at over one plus the queue's growth rate (a queue
 // growing 0.1 s per second is fed 10 % faster than it drains).
 func (c *Controller) estimate(in Input, load float64) float64 {
-	if in.Delivered > 0 && in.Delivered < float64(c.rate) {
+	if in.Delivered > 0 && in.Delivered < float64(c.rate) && in.OwnQueue < c.cfg.OwnQueueBusy {
 		return in.Delivered
 	}
 	if s := c.slope(); s > 0.01 {
@@ -361,10 +384,26 @@ func (c *Controller) estimate(in Input, load float64) float64 {
 // decrease cuts the rate on bloat.
 func (c *Controller) decrease(d *Decision, in Input) {
 	since := in.At.Sub(c.lastDecrease)
-	if since < c.cfg.Refractory || (since < c.cfg.DrainWait && float64(d.Delay) <= 1.1*float64(c.decreaseAt)) {
-		// Refractory: the last cut needs time to show, and a delay that
-		// falls is a queue draining.
+	switch {
+	case since < c.cfg.Refractory || (since < c.cfg.DrainWait && d.Delay <= c.decreaseAt):
+		// Refractory: the last cut needs time to show.
 		d.Reason = "refractory"
+		return
+	case float64(d.Delay) < 0.9*float64(c.decreaseAt) && since < c.cfg.DrainLimit:
+		// A delay lower than at the last cut is a queue draining: the
+		// rate is under the cap already. Steer the drain rather than cut
+		// blindly: down to the rate that empties what is left within
+		// DrainTime, and held there (a rate that rose as the queue
+		// emptied would drain it ever slower) until the delay is under
+		// the threshold and the rate recovers.
+		d.Reason = "draining"
+		if c.ceil > 0 {
+			target := c.ceil * math.Max(1-d.Delay.Seconds()/c.cfg.DrainTime.Seconds(), 0.5)
+			if target < 0.95*float64(c.rate) {
+				d.Rate = uint64(target)
+				d.Direction, d.Reason = "down", "drain"
+			}
+		}
 		return
 	}
 	// The deeper over the threshold, the harder the cut (cake-autorate:
@@ -372,11 +411,24 @@ func (c *Controller) decrease(d *Decision, in Input) {
 	over := float64(d.Delay-d.Threshold) / float64(d.Threshold)
 	f := c.cfg.DecreaseMin + (c.cfg.DecreaseMax-c.cfg.DecreaseMin)*math.Min(math.Max(over, 0), 1)
 	next := float64(c.rate) * f
-	// With the bottleneck's rate known, go under it by enough to drain the
-	// queue within DrainTime, and remember it as the ceiling to recover to.
-	if est := c.estimate(in, d.Load); est > 0 {
+	clamped := false
+	// With the bottleneck's rate known, go under it by just enough to
+	// drain the queue within DrainTime (rather than by the blind factor),
+	// and remember it as the ceiling to recover to.
+	est := c.estimate(in, d.Load)
+	if est == 0 && c.ceil > 0 && since < c.cfg.DrainLimit {
+		// A cut resets the growth reading; the estimate from the cut
+		// before still holds within the same episode.
+		est = c.ceil
+	}
+	if est > 0 {
 		drain := 1 - math.Min(d.Delay.Seconds()/c.cfg.DrainTime.Seconds(), 0.5)
-		next = math.Min(next, est*math.Min(drain, 0.95))
+		// An estimate read off a few ticks of a changing queue can be
+		// far too low: no one cut goes deeper than the blind factor's
+		// deepest; a second one follows if the queue still grows.
+		want := est * math.Min(drain, 0.95)
+		next = math.Max(want, float64(c.rate)*c.cfg.DecreaseMax)
+		clamped = want < next
 		c.ceil = est
 	}
 	// Rates at or above the one that bloated are not safe any more.
@@ -384,7 +436,12 @@ func (c *Controller) decrease(d *Decision, in Input) {
 	d.Rate = uint64(next)
 	d.Direction, d.Reason = "down", "bloat"
 	c.lastDecrease, c.decreaseAt = in.At, d.Delay
-	c.window = c.window[:0]
+	if !clamped {
+		// A cut as deep as the estimate asked starts a new count; a
+		// clamped one may be followed as soon as the refractory period
+		// allows.
+		c.window = c.window[:0]
+	}
 }
 
 // increase raises the rate under load with no bloat: straight back to the
@@ -392,9 +449,17 @@ func (c *Controller) decrease(d *Decision, in Input) {
 // delay nears the threshold.
 func (c *Controller) increase(d *Decision, in Input) {
 	c.remember(d.At)
-	if c.slope() > c.cfg.GrowthLimit && d.Delay > 0 && d.At.Sub(c.lastDecrease) >= c.cfg.DrainWait {
-		// A queue is growing, still under the threshold: the rate has
-		// just passed the cap. Step back under it before it is bloat.
+	c.growth = append(c.growth, c.slope() > c.cfg.GrowthLimit)
+	if len(c.growth) > 2 {
+		c.growth = c.growth[1:]
+	}
+	growing := len(c.growth) == 2 && !slices.Contains(c.growth, false)
+	if growing && d.Delay > c.pol.Threshold/3+c.mtuTime(c.rate) && d.At.Sub(c.lastDecrease) >= c.cfg.DrainWait {
+		// A queue has grown for two ticks and is past a third of the
+		// threshold plus one MTU's time (a real path's delay wanders by a
+		// few ms, a packet may wait behind another being sent, and noise
+		// has slopes too): the rate has just passed the cap. Step back
+		// under it before it is bloat.
 		est := c.estimate(in, d.Load)
 		c.ceil = est
 		c.safe = slices.DeleteFunc(c.safe, func(r safeRate) bool { return float64(r.rate) >= est })
@@ -404,7 +469,7 @@ func (c *Controller) increase(d *Decision, in Input) {
 		c.lastDecrease, c.decreaseAt = d.At, d.Delay
 		return
 	}
-	if d.At.Sub(c.lastDecrease) < c.cfg.IncreaseHold || (c.ceil > 0 && d.Delay > d.Threshold/4) {
+	if d.At.Sub(c.lastDecrease) < c.cfg.IncreaseHold || (c.ceil > 0 && d.Delay > c.pol.Threshold/3+c.mtuTime(c.rate)) {
 		// The last cut needs time to drain the queue; near the cap, a
 		// rise waits until the queue is gone.
 		d.Reason = "draining"

@@ -53,8 +53,8 @@ type Daemon struct {
 	state   State
 	healthy map[string]bool
 	// queueSum and queueN average the shaper's own queue over a tick.
-	queueSum time.Duration
-	queueN   int
+	queueSum, queueMax time.Duration
+	queueN             int
 }
 
 // ErrNoAnswer marks a signal target that did not answer at start.
@@ -195,8 +195,14 @@ func (d *Daemon) tick(ctx context.Context) error {
 	// always leaves it out, and so do probes behind a tbf, which queue in
 	// its one FIFO with the bulk traffic (cake gives them a queue of their
 	// own).
-	own := d.ownQueue(sh)
+	mean, most := d.ownQueue(sh)
+	in.OwnQueue = mean
+	// Probes behind a tbf wait in its one FIFO with the bulk traffic:
+	// its largest backlog of the tick is taken off their delays. cake
+	// gives them a flow queue of their own.
+	own := mean
 	if sh.Kind == "tbf" {
+		own = most
 		for i := range in.Readings {
 			in.Readings[i].Value -= own
 		}
@@ -229,23 +235,27 @@ func (d *Daemon) sampleQueue() {
 	if err != nil || sh.RateBps == 0 {
 		return
 	}
-	d.queueSum += time.Duration(float64(sh.Backlog*8) / float64(sh.RateBps) * float64(time.Second))
+	q := time.Duration(float64(sh.Backlog*8) / float64(sh.RateBps) * float64(time.Second))
+	d.queueSum += q
+	d.queueMax = max(d.queueMax, q)
 	d.queueN++
 }
 
-// ownQueue is the mean delay of the shaper's own queue over the tick: by
-// Little's law, the mean backlog over the rate is the mean wait in it.
-func (d *Daemon) ownQueue(sh qdisc.Shaper) time.Duration {
-	if sh.RateBps > 0 {
-		d.queueSum += time.Duration(float64(sh.Backlog*8) / float64(sh.RateBps) * float64(time.Second))
-		d.queueN++
-	}
+// ownQueue is the delay of the shaper's own queue over the tick: the mean
+// (by Little's law, the mean backlog over the rate is the mean wait in it),
+// and the most any packet can have waited. A tbf is one FIFO, whose
+// backlog swings between empty and full many times a tick under TCP; what
+// its packets waited is anywhere up to the maximum, so that is what is
+// taken off their delays. It hides nothing of a queue past the shaper: when
+// the cap is past it, the shaper's own queue stays near empty.
+func (d *Daemon) ownQueue(sh qdisc.Shaper) (mean, most time.Duration) {
+	d.sampleQueue()
 	if d.queueN == 0 {
-		return 0
+		return 0, 0
 	}
-	own := d.queueSum / time.Duration(d.queueN)
-	d.queueSum, d.queueN = 0, 0
-	return own
+	mean, most = d.queueSum/time.Duration(d.queueN), d.queueMax
+	d.queueSum, d.queueMax, d.queueN = 0, 0, 0
+	return mean, most
 }
 
 // health logs a signal's going quiet or coming back, once per change.

@@ -177,6 +177,7 @@ func (p *passive) read(now time.Time, ownQueue time.Duration) (delay time.Durati
 		return 0, 0, false
 	}
 	var delays []time.Duration
+	var mss []uint32
 	var ackedBytes uint64
 	complete := !p.last.IsZero()
 	next := make(map[string]uint64, len(p.acked))
@@ -201,6 +202,7 @@ func (p *passive) read(now time.Time, ownQueue time.Duration) (delay time.Durati
 			continue
 		}
 		delays = append(delays, time.Duration(int64(ti.RTTus)-int64(ti.MinRTTus))*time.Microsecond)
+		mss = append(mss, ti.SndMSS)
 	}
 	secs := now.Sub(p.last).Seconds()
 	p.acked, p.last = next, now
@@ -210,7 +212,16 @@ func (p *passive) read(now time.Time, ownQueue time.Duration) (delay time.Durati
 	slices.Sort(delays)
 	delay = max(delays[(len(delays)-1)/2]-ownQueue, 0)
 	if complete && secs > 0 {
-		delivered = float64(ackedBytes) * 8 / secs
+		// Acknowledged bytes are payload; the shaper's rate counts whole
+		// frames. Each segment of snd_mss bytes carries about 66 more on
+		// the wire (Ethernet, IP, TCP with timestamps).
+		slices.Sort(mss)
+		m := float64(mss[(len(mss)-1)/2])
+		wire := 1.0
+		if m > 0 {
+			wire = (m + 66) / m
+		}
+		delivered = float64(ackedBytes) * 8 / secs * wire
 	}
 	return delay, delivered, true
 }
