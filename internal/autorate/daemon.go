@@ -189,6 +189,14 @@ func (d *Daemon) tick(ctx context.Context) error {
 		// The shaper is gone (a rollback, someone's tc): nothing to own.
 		return fmt.Errorf("autorate %s: %w", d.o.Policy.Iface, err)
 	}
+	if want := d.ctrl.Rate(); !d.o.DryRun && !sameRate(sh.RateBps, want) {
+		// autorate owns the rate: a change made around it (a hand's
+		// tc, another tool) is logged and undone.
+		d.logf("shaper rate changed outside autorate: %s; set back to %s", qdisc.FormatRate(sh.RateBps), qdisc.FormatRate(want))
+		if err := d.o.Shaper.SetRate(want); err != nil {
+			return fmt.Errorf("autorate %s: set rate %s: %w", d.o.Policy.Iface, qdisc.FormatRate(want), err)
+		}
+	}
 	in := Input{At: now, Readings: d.sigs.take(), SentBytes: sh.Bytes}
 	// This host's own queue: the delay a packet waits in the shaper. It is
 	// what the shaper is for, not a sign of the cap: the passive signal
@@ -223,6 +231,10 @@ func (d *Daemon) tick(ctx context.Context) error {
 	d.health(in, now)
 	return d.apply(dec)
 }
+
+// sameRate reports whether the kernel's rate is the one set: it keeps
+// whole bytes per second, so a rate reads back up to 7 bit/s lower.
+func sameRate(kernel, set uint64) bool { return kernel <= set && set-kernel < 8 }
 
 // queueReads is how many times a tick the shaper's backlog is read: one
 // read is a moment of a queue that fills and drains many times a tick.

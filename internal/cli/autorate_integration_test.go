@@ -254,30 +254,56 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 	if r := w.run(nil, "status"); r.code != 0 {
 		t.Errorf("status with the rate moved to %d: exit %d\n%s%s", moved.RateBps, r.code, r.stdout, r.stderr)
 	}
-	// A rate outside the policy is.
-	if err := w.ns.Do(func() error {
-		l, _ := netlink.LinkByName("ar0")
-		_, err := qdisc.SetShaperRate(l.Attrs().Index, 9_000_000)
-		return err
-	}); err != nil {
-		t.Fatal(err)
+	// autorate owns the rate: a change made around it is undone.
+	setRate(t, w, 5_000_000)
+	if !waitFor(5*time.Second, func() bool { return w.shaper().RateBps != 5_000_000 }) {
+		t.Errorf("the daemon left the rate at 5mbit, set around it")
 	}
+	if !strings.Contains(logb.String(), "shaper rate changed outside autorate: 5mbit") {
+		t.Errorf("the outside change was not logged:\n%s", logb.String())
+	}
+
+	// SIGTERM: back to base; the policy stays journaled.
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	waitExit(t, exited, &logb)
+	if !strings.Contains(logb.String(), "stop: shaper back to base") || w.shaper().RateBps != base {
+		t.Errorf("after SIGTERM the rate is %d, want base %d\n%s", w.shaper().RateBps, base, logb.String())
+	}
+	// With no daemon, a rate outside the policy is drift.
+	setRate(t, w, 9_000_000)
 	if r := w.run(nil, "status"); r.code != 3 {
 		t.Errorf("status with the rate at 9mbit, outside 1mbit..6mbit: exit %d, want 3 (drift)\n%s", r.code, r.stdout)
+	}
+
+	// As lowlat-autorate@ar0.service runs it: from the journaled policy.
+	cmd2 := w.ns.Command(bin, "autorate", "--iface", "ar0", "--policy")
+	var log2 strings.Builder
+	cmd2.Stderr, cmd2.Stdout = &log2, &log2
+	if err := cmd2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited2 := make(chan error, 1)
+	go func() { exited2 <- cmd2.Wait() }()
+	t.Cleanup(func() { _ = cmd2.Process.Kill() })
+	if !waitFor(5*time.Second, func() bool { return w.shaper().RateBps == base }) {
+		t.Errorf("the --policy daemon did not start at base %d: %d", base, w.shaper().RateBps)
+	}
+	if st := waitState(t, "ar0", exited2, &log2); st.PID != cmd2.Process.Pid {
+		t.Errorf("state pid %d, want the --policy daemon's %d", st.PID, cmd2.Process.Pid)
 	}
 
 	// Rollback: the policy goes first (stopping the daemon), then the qdisc.
 	r := w.mustRun("rollback", "--all")
 	select {
-	case err := <-exited:
+	case err := <-exited2:
 		if err != nil {
-			t.Errorf("daemon exit after rollback: %v\n%s", err, logb.String())
+			t.Errorf("daemon exit after rollback: %v\n%s", err, log2.String())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("daemon still running 10 s after rollback\n%s", r.stdout)
 	}
-	if !strings.Contains(logb.String(), "stop: shaper back to base") {
-		t.Errorf("daemon log has no stop line:\n%s", logb.String())
+	if !strings.Contains(log2.String(), "stop: shaper back to base") {
+		t.Errorf("daemon log has no stop line:\n%s", log2.String())
 	}
 	if got := w.rootQdisc(); got != before {
 		t.Errorf("qdisc after rollback %s, want exactly %s", got, before)
@@ -333,6 +359,31 @@ func TestIntegrationAutorateDryRun(t *testing.T) {
 	}
 	if _, err := os.Stat(autorate.PolicyPath("ar0")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dry run left a policy: %v", err)
+	}
+}
+
+// setRate moves ar0's shaper to bps, as a hand's tc would.
+func setRate(t *testing.T, w *arWorld, bps uint64) {
+	t.Helper()
+	if err := w.ns.Do(func() error {
+		l, _ := netlink.LinkByName("ar0")
+		_, err := qdisc.SetShaperRate(l.Attrs().Index, bps)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitExit waits up to 10 s for a daemon to exit cleanly.
+func waitExit(t *testing.T, exited <-chan error, log fmt.Stringer) {
+	t.Helper()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("daemon exit: %v\n%s", err, log)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("daemon still running 10 s after SIGTERM\n%s", log)
 	}
 }
 

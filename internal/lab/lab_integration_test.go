@@ -592,7 +592,7 @@ func TestIntegrationBadInput(t *testing.T) {
 		return msg
 	}
 	t.Run("unknown scenario", func(t *testing.T) {
-		run(t, labCmd(t, "lab", "run", "no-such"), 2, `unknown scenario "no-such" (known: bufferbloat-uplink, cross-border-jitter, first-frame, game-egress, nagle-small-messages, path-hops)`)
+		run(t, labCmd(t, "lab", "run", "no-such"), 2, `unknown scenario "no-such" (known: bufferbloat-uplink, capped-uplink-varying, cross-border-jitter, first-frame, game-egress, nagle-small-messages, path-hops)`)
 		run(t, labCmd(t, "lab", "vm", "no-such"), 2, `unknown scenario "no-such"`)
 	})
 	t.Run("unknown variant", func(t *testing.T) {
