@@ -14,6 +14,7 @@ package autorate
 import (
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -185,8 +186,19 @@ const (
 	RunDir    = "/run/lowlat/autorate"
 )
 
+// PolicyDirEnv, when set, moves the policy files out of PolicyDir. The
+// tests that run beside the package tests use it: those own /etc/lowlat
+// while they run (they move it away and back).
+const PolicyDirEnv = "LOWLAT_AUTORATE_POLICIES"
+
 // PolicyPath is the policy file of iface.
-func PolicyPath(iface string) string { return PolicyDir + "/" + iface + ".policy" }
+func PolicyPath(iface string) string {
+	dir := PolicyDir
+	if d := os.Getenv(PolicyDirEnv); d != "" {
+		dir = d
+	}
+	return dir + "/" + iface + ".policy"
+}
 
 // StatePath is the state file the daemon of iface rewrites after every tick.
 func StatePath(iface string) string { return RunDir + "/" + iface + ".json" }

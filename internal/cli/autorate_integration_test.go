@@ -33,6 +33,9 @@ type arWorld struct {
 
 func newARWorld(t *testing.T) *arWorld {
 	t.Helper()
+	// Policies in a directory of the test's own: the package tests own
+	// /etc/lowlat while they run beside this package's.
+	t.Setenv(autorate.PolicyDirEnv, t.TempDir())
 	if _, err := lowlatBin(); err != nil {
 		t.Fatal(err)
 	}

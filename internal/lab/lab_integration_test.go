@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/qdisc"
@@ -652,6 +653,9 @@ func TestIntegrationCappedUplinkVarying(t *testing.T) {
 	needRoot(t)
 	allowCongestion(t)
 	opts := Options{Scale: 0.5}
+	// autorate's policy in a directory of the test's own: the package
+	// tests own /etc/lowlat while they run beside this package's.
+	t.Setenv(autorate.PolicyDirEnv, t.TempDir())
 	if !hasQdisc(t, "cake") {
 		if testnet.Required("cake") {
 			t.Fatal("kernel feature cake is required here but missing")
@@ -743,7 +747,7 @@ func TestIntegrationCappedUplinkVarying(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []string{"/etc/lowlat/autorate/" + ClientIf + ".policy", "/run/lowlat/autorate/" + ClientIf + ".pid"} {
+	for _, f := range []string{autorate.PolicyPath(ClientIf), autorate.PIDPath(ClientIf)} {
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left after the run: %v", f, err)
 		}
