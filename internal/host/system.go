@@ -1,6 +1,7 @@
 package host
 
 import (
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -26,12 +27,22 @@ func (rd *fileReader) thp() {
 // whose daemon reads the host).
 const AutorateDir = "/etc/lowlat/autorate"
 
+// autorateDir is AutorateDir, or where LOWLAT_AUTORATE_POLICIES moves it
+// (autorate.PolicyDirEnv: tests beside the package tests).
+func autorateDir() string {
+	if d := os.Getenv("LOWLAT_AUTORATE_POLICIES"); d != "" {
+		return d
+	}
+	return AutorateDir
+}
+
 // autorate reads the autorate policies in AutorateDir.
 func (rd *fileReader) autorate() {
-	ents, err := rd.r.ReadDir(AutorateDir)
+	dir := autorateDir()
+	ents, err := rd.r.ReadDir(dir)
 	if err != nil {
 		if !isNotExist(err) {
-			rd.fail(AutorateDir, err)
+			rd.fail(dir, err)
 		}
 		return
 	}
@@ -40,7 +51,7 @@ func (rd *fileReader) autorate() {
 		if !ok || iface == "" || e.IsDir() {
 			continue
 		}
-		p := path.Join(AutorateDir, e.Name())
+		p := path.Join(dir, e.Name())
 		b, err := rd.r.ReadFile(p)
 		if err != nil {
 			if !isNotExist(err) {
