@@ -30,11 +30,9 @@ DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time c
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).
-# The VM's packages, in two groups booted side by side (one VM each, one
-# core each): the lab's scenarios are most of the VM's time.
-VM_PKGS_LAB := ./internal/lab ./internal/pathprobe
-VM_PKGS_REST := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops
-VM_PKGS := $(VM_PKGS_REST) $(VM_PKGS_LAB)
+# One VM: two side by side (tried) starve each other's timing-sensitive
+# lab scenarios and probes on a 2-core machine.
+VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab ./internal/pathprobe
 
 # Fuzz budgets are execution counts, not durations: a duration -fuzztime can
 # fail with "context deadline exceeded" at its boundary on a loaded machine
@@ -42,7 +40,7 @@ VM_PKGS := $(VM_PKGS_REST) $(VM_PKGS_LAB)
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages fuzz vmtest vmtest-lab vmtest-rest bench bench-lab clean
+.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages fuzz vmtest bench bench-lab clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -112,13 +110,7 @@ fuzz:
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzDecodeDiag -fuzztime $(FUZZTIME)
 
 vmtest:
-	@$(MAKE) --no-print-directory -j2 --output-sync=target vmtest-lab vmtest-rest
-
-vmtest-lab:
-	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS_LAB)) -timeout 30m
-
-vmtest-rest:
-	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS_REST)) -timeout 30m
+	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) -timeout 30m
 
 test: deps check unit fuzz vmtest
 

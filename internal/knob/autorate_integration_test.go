@@ -16,6 +16,7 @@ import (
 
 	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 // daemon is a stand-in for an autorate daemon: a process whose command line
@@ -27,10 +28,9 @@ type daemon struct {
 	err    error
 }
 
-func startDaemon(t *testing.T, root, iface string, argv0 string, args ...string) *daemon {
+func startDaemon(t *testing.T, root, iface string, argv0, mode string) *daemon {
 	t.Helper()
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Args[0] = argv0 // what /proc/PID/cmdline shows
+	cmd := testnet.StandIn(argv0, mode)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestIntegrationAutorateStopsDaemon(t *testing.T) {
 	if err := k.Write(ctx, itPolicy); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, sys.Root, "eth0", "lowlat-autorate-test", "sleep", "60")
+	d := startDaemon(t, sys.Root, "eth0", "lowlat-autorate-test", "die")
 	if err := k.Write(ctx, knob.Absent); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestIntegrationAutorateStubbornDaemon(t *testing.T) {
 	if err := k.Write(ctx, itPolicy); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, sys.Root, "eth0", "lowlat-autorate-stubborn", "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")
+	d := startDaemon(t, sys.Root, "eth0", "lowlat-autorate-stubborn", "ignore")
 	waitIgnoresTERM(t, d.cmd.Process.Pid)
 	pid := strconv.Itoa(d.cmd.Process.Pid)
 	start := time.Now()
@@ -158,7 +158,7 @@ func TestIntegrationAutorateReusedPID(t *testing.T) {
 	ctx := context.Background()
 	sys := &knob.System{Root: t.TempDir()}
 	k, _ := knob.New(sys, "autorate/eth0")
-	d := startDaemon(t, sys.Root, "eth0", "sleep", "sleep", "60")
+	d := startDaemon(t, sys.Root, "eth0", "sleep", "die")
 	if err := k.Write(ctx, knob.Absent); err != nil {
 		t.Fatal(err)
 	}

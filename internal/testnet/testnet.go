@@ -171,6 +171,9 @@ func (n *NS) Command(name string, args ...string) *exec.Cmd {
 // binary was started as the helper it enters the namespace and execs the
 // target program instead of running tests. cleanups run after the tests.
 func Main(m *testing.M, cleanups ...func()) {
+	if mode := os.Getenv(standInEnv); mode != "" {
+		standInMain(mode)
+	}
 	if name := os.Getenv(execEnv); name != "" {
 		os.Unsetenv(execEnv)
 		if err := enterAndExec(name, os.Args[1:]); err != nil {

@@ -5,7 +5,6 @@ package txn_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/lowlat/lowlat/internal/txn"
 )
 
@@ -81,8 +81,7 @@ func TestIntegrationAutorateStatusRollback(t *testing.T) {
 
 	// The stand-in daemon: its command line names autorate, it exits on
 	// SIGTERM (after the moment a real one takes to set the base rate).
-	cmd := exec.Command("sh", "-c", "trap 'sleep 0.2; exit 0' TERM; while :; do sleep 0.05; done")
-	cmd.Args[0] = "lowlat-autorate-test"
+	cmd := testnet.StandIn("lowlat-autorate-test", "slow")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

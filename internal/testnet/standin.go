@@ -1,0 +1,47 @@
+//go:build linux
+
+package testnet
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+const standInEnv = "LOWLAT_TESTNET_STANDIN"
+
+// StandIn returns a command for a stand-in process whose command line reads
+// argv0 (what /proc/PID/cmdline shows), made from the test binary itself so
+// it runs wherever the test does (the VM has no sleep or sh). mode says how
+// it takes SIGTERM: "die" (the default action), "ignore", or "slow" (exit 0
+// 0.2 s later, as a daemon setting its shaper back first). It runs at most
+// a minute. TestMain must call Main.
+func StandIn(argv0, mode string) *exec.Cmd {
+	self, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Args[0] = argv0
+	cmd.Env = append(os.Environ(), standInEnv+"="+mode)
+	return cmd
+}
+
+func standInMain(mode string) {
+	switch mode {
+	case "ignore":
+		signal.Ignore(syscall.SIGTERM)
+	case "slow":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		go func() {
+			<-c
+			time.Sleep(200 * time.Millisecond)
+			os.Exit(0)
+		}()
+	}
+	time.Sleep(time.Minute)
+	os.Exit(0)
+}
