@@ -40,7 +40,7 @@ VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./inte
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages fuzz vmtest bench bench-lab clean
+.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest bench bench-lab clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -93,7 +93,15 @@ unit:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit-packages unit-rest
 
 unit-rest:
-	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/packages$$')
+	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m -skip '^$(LATE_TESTS)$$' $$($(GO) list ./... | grep -v '/test/packages$$')
+
+# LATE_TESTS run after the package and fleet tests, never beside them: their
+# four upload flows and a daemon reading the shaper 50 times a second made
+# the fleet's gates see a noisy baseline and keep a fix they must refuse.
+LATE_TESTS := TestIntegrationCappedUplinkVarying
+
+unit-late:
+	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 10m -run '^$(LATE_TESTS)$$' ./internal/lab
 
 unit-packages:
 	LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m ./test/packages
@@ -112,7 +120,7 @@ fuzz:
 vmtest:
 	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) -timeout 30m
 
-test: deps check unit fuzz vmtest
+test: deps check unit unit-late fuzz vmtest
 
 bench: build
 	bash bench/foundation/run.sh
