@@ -17,7 +17,8 @@ const standInEnv = "LOWLAT_TESTNET_STANDIN"
 // it runs wherever the test does (the VM has no sleep or sh). mode says how
 // it takes SIGTERM: "die" (the default action), "ignore", or "slow" (exit 0
 // 0.2 s later, as a daemon setting its shaper back first). It runs at most
-// a minute. TestMain must call Main.
+// a minute. It writes "ready" on its standard output once its SIGTERM
+// disposition is in place. TestMain must call Main.
 func StandIn(argv0, mode string) *exec.Cmd {
 	self, err := os.Executable()
 	if err != nil {
@@ -42,6 +43,9 @@ func standInMain(mode string) {
 			os.Exit(0)
 		}()
 	}
+	// Ready: the SIGTERM disposition is set (Go's runtime catches SIGTERM
+	// from the start, so /proc/PID/status cannot tell).
+	os.Stdout.WriteString("ready\n")
 	time.Sleep(time.Minute)
 	os.Exit(0)
 }
