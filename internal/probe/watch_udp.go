@@ -164,7 +164,13 @@ func (w *udpWatch) tick(now time.Time, buf []byte) {
 		buf = buf[:w.cfg.Size]
 	}
 	encodeUDP(buf, &p, w.m)
-	if _, err := w.conn.Write(buf); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+	_, err := w.conn.Write(buf)
+	switch {
+	case err == nil, errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, net.ErrClosed):
+		// The watch is ending: its context closed the socket between
+		// the schedule's last tick and this send. Not the target's fault.
+	default:
 		// The probe is counted as sent; its reply will not come and it
 		// is lost when its timeout passes.
 		w.stateLocked(true, "udp %s: send: %v", w.cfg.Target, err)
