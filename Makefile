@@ -77,6 +77,12 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 		rc=$$?; [ -n "$$guard" ] && rm -f /usr/sbin/policy-rc.d; exit $$rc; \
 	fi
+	@# bpffs at /sys/fs/bpf, as systemd mounts it at boot: the sock_ops
+	@# tests pin programs there, and lowlat will not mount it itself where it
+	@# cannot tell its mount namespace is the host's (a bare VM or container
+	@# whose /proc/1/ns is unreadable).
+	@if [ "$$(id -u)" = 0 ] && ! grep -q ' - bpf ' /proc/self/mountinfo; then \
+		mount -t bpf bpf /sys/fs/bpf && echo "mounted bpffs at /sys/fs/bpf"; fi
 	$(GO) mod download
 	cd tools && $(GO) mod download
 
