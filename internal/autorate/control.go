@@ -1,8 +1,10 @@
 package autorate
 
 import (
+	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -37,6 +39,9 @@ type Config struct {
 	// IncreaseHold is how long after a decrease no increase is made (the
 	// queue must drain first).
 	IncreaseHold time.Duration
+	// ProbeWaitMax bounds the wait between two probes above a ceiling
+	// that holds (from IncreaseHold, doubled each time).
+	ProbeWaitMax time.Duration
 	// IncreaseMax is the per-tick increase while the delay is at the
 	// baseline; it shrinks to IncreaseMin as the delay nears the threshold.
 	IncreaseMin, IncreaseMax float64
@@ -71,10 +76,11 @@ func DefaultConfig() Config {
 		DrainWait:    time.Second,
 		DrainLimit:   5 * time.Second,
 		IncreaseHold: time.Second,
+		ProbeWaitMax: 2 * time.Second,
 		GrowthLimit:  0.01,
 		OwnQueueBusy: 2 * time.Millisecond,
 		IncreaseMin:  0.01,
-		IncreaseMax:  0.04,
+		IncreaseMax:  0.06,
 		HighLoad:     0.75,
 		LowLoad:      0.1,
 		IdleAfter:    30 * time.Second,
@@ -93,6 +99,12 @@ type Reading struct {
 	// the path's floor (passive: srtt - min_rtt less this host's queue).
 	Value    time.Duration
 	Relative bool
+	// Own is how much of Value this host's own shaper queue may account
+	// for (probes behind a tbf share its FIFO with the bulk traffic): it
+	// is taken off the delay but not off what the baseline learns, which
+	// would otherwise fall under the path's floor whenever a probe found
+	// the queue shorter than Own.
+	Own time.Duration
 }
 
 // Input is what the daemon saw in one tick.
@@ -119,11 +131,14 @@ type Decision struct {
 	// Rate is the rate to set (Old when nothing changes).
 	Rate uint64
 	// Direction is "down", "up", "base" or "hold"; Reason says why:
-	// "bloat", "load", "recover", "idle", "no-signal", "bloat-idle",
-	// "startup", "stop".
+	// "bloat", "queue", "drain", "load", "probe", "recover", "idle",
+	// "no-signal", "bloat-idle", "beyond", "draining", "refractory",
+	// "steady", "start", "stop".
 	Direction, Reason string
-	// Delay is the combined delay over baseline this tick (-1: no signal).
+	// Delay is the combined delay over baseline this tick (-1: no signal),
+	// and By the signal it came from.
 	Delay time.Duration
+	By    string
 	// Threshold is the bloat threshold at the old rate.
 	Threshold time.Duration
 	// Load is the shaper's throughput over its rate in the tick.
@@ -179,6 +194,40 @@ type Controller struct {
 	ceil float64
 	// growth says, for the last ticks, whether the delay was growing.
 	growth []bool
+	// bloated is the last rate at which bloat was seen, 0 once the rate
+	// has passed it without: a climb slows down as it nears it.
+	bloated   uint64
+	bloatedAt time.Time
+	// probeWait is how long after a step back the rate waits, near the
+	// ceiling, before it probes above it again: doubled each time the
+	// ceiling is found where it was (see backoff).
+	probeWait time.Duration
+	// rates are the rates set within MinRTTWindow, oldest first, the
+	// first one in force at the window's start (see serialRise).
+	rates []safeRate
+}
+
+// MinRTTWindow is how long the kernel keeps a connection's min_rtt
+// (net.ipv4.tcp_min_rtt_wlen's default).
+const MinRTTWindow = 300 * time.Second
+
+// serialRise is how much longer a full-sized RTT sample takes at the
+// shaper's rate now than at the highest rate of the last MinRTTWindow, when
+// the connection's min_rtt was most likely seen: srtt − min_rtt holds this
+// much with no queue at all. Two MTU times: the segment's own serialization,
+// and the next segment's, which a delayed ACK waits for before it covers
+// both (12 ms at 1 Mbit/s against 2). In the VM's capped-uplink-varying,
+// without it, the passive signal read 20–45 ms at 0.7 Mbit/s under a
+// 3 Mbit/s cap and the rate never rose.
+func (c *Controller) serialRise(now time.Time) time.Duration {
+	for len(c.rates) > 1 && now.Sub(c.rates[1].at) >= MinRTTWindow {
+		c.rates = c.rates[1:]
+	}
+	hi := c.rate
+	for _, r := range c.rates {
+		hi = max(hi, r.rate)
+	}
+	return max(2*(c.mtuTime(c.rate)-c.mtuTime(hi)), 0)
 }
 
 type point struct {
@@ -228,14 +277,30 @@ func (c *Controller) mtuTime(rate uint64) time.Duration {
 	return time.Duration(float64(c.cfg.MTU*8) / float64(rate) * float64(time.Second))
 }
 
-// delay turns the tick's readings into one delay over baseline: the lower
-// median of the active signals (so one noisy or distant reflector cannot
-// outvote the others), and the passive signal, whichever is larger — the
-// host's own flows see a queue that prioritised or rate-limited probes may
-// miss. It returns -1 when no signal gave a reading.
+// delay turns the tick's readings into one delay over baseline, ranked:
+//
+//   - One-way delays to reflectors decide when any answered, through their
+//     lower median (so one noisy or distant reflector cannot outvote the
+//     others). They see the uplink's queue alone, in the same FIFO as the
+//     host's traffic.
+//   - Otherwise the lower median of the echo targets and the passive signal,
+//     whichever is larger: an echo may be prioritised or rate-limited past
+//     the host, and the host's own flows see the queue it misses.
+//
+// The passive signal ranks under a reflector because it carries what
+// TCP's timing adds at low rates, not a queue: in the VM's
+// capped-uplink-varying it read 16–25 ms at 1.2 Mbit/s under a 3 Mbit/s cap,
+// where the reflector read under 10, and its step-backs held the rate at
+// 40 % of the cap. It returns -1 when no signal gave a reading.
 func (c *Controller) delay(in Input) time.Duration {
-	var active []time.Duration
-	passive := time.Duration(-1)
+	d, _ := c.combine(in)
+	return d
+}
+
+// combine is delay, with the name of the signal the delay came from.
+func (c *Controller) combine(in Input) (time.Duration, string) {
+	var oneWay, echo []*Signal
+	var passive *Signal
 	for _, r := range in.Readings {
 		s := c.baselines[r.Signal]
 		if s == nil {
@@ -244,8 +309,10 @@ func (c *Controller) delay(in Input) time.Duration {
 		}
 		s.Last = in.At
 		if r.Relative {
-			s.Delay = max(r.Value, 0)
-			passive = max(passive, s.Delay)
+			s.Delay = max(r.Value-c.serialRise(in.At), 0)
+			if passive == nil || s.Delay > passive.Delay {
+				passive = s
+			}
 			continue
 		}
 		// Baseline: fast to fall (0.9 per sample), slow to rise (0.001),
@@ -256,15 +323,33 @@ func (c *Controller) delay(in Input) time.Duration {
 		} else {
 			s.Baseline += time.Duration(0.001 * float64(r.Value-s.Baseline))
 		}
-		s.Delay = max(r.Value-s.Baseline, 0)
-		active = append(active, s.Delay)
+		s.Delay = max(r.Value-r.Own-s.Baseline, 0)
+		if strings.HasPrefix(r.Signal, oneWayPrefix) {
+			oneWay = append(oneWay, s)
+		} else {
+			echo = append(echo, s)
+		}
 	}
-	d := passive
-	if len(active) > 0 {
-		slices.Sort(active)
-		d = max(d, active[(len(active)-1)/2])
+	if m := lowerMedian(oneWay); m != nil {
+		return m.Delay, m.Name
 	}
-	return d
+	best := lowerMedian(echo)
+	if best == nil || passive != nil && passive.Delay > best.Delay {
+		best = passive
+	}
+	if best == nil {
+		return -1, ""
+	}
+	return best.Delay, best.Name
+}
+
+// lowerMedian is the signal with the lower median delay, nil for none.
+func lowerMedian(ss []*Signal) *Signal {
+	if len(ss) == 0 {
+		return nil
+	}
+	slices.SortFunc(ss, func(a, b *Signal) int { return cmp.Compare(a.Delay, b.Delay) })
+	return ss[(len(ss)-1)/2]
 }
 
 // Step takes one tick's input and decides the rate.
@@ -286,7 +371,7 @@ func (c *Controller) Step(in Input) Decision {
 		c.idleSince = time.Time{}
 	}
 
-	d.Delay = c.delay(in)
+	d.Delay, d.By = c.combine(in)
 	if d.Delay < 0 {
 		// No signal answered: hold. Lost probes are not bloat (the rate
 		// would fall to the minimum while reflectors are down: the
@@ -339,6 +424,9 @@ func (c *Controller) Step(in Input) Decision {
 	}
 	if d.Rate == d.Old && d.Direction != "hold" {
 		d.Direction = "hold" // at a bound
+	}
+	if d.Rate != d.Old || len(c.rates) == 0 {
+		c.rates = append(c.rates, safeRate{rate: d.Rate, at: in.At})
 	}
 	c.rate = d.Rate
 	return d
@@ -429,8 +517,14 @@ func (c *Controller) decrease(d *Decision, in Input) {
 		want := est * math.Min(drain, 0.95)
 		next = math.Max(want, float64(c.rate)*c.cfg.DecreaseMax)
 		clamped = want < next
-		c.ceil = est
+		c.backoff(est)
 	}
+	if since >= c.cfg.DrainLimit || c.bloated == 0 {
+		c.bloated = 0
+	}
+	// The highest rate of the episode: a second cut starts from a rate
+	// the first one made, not one that bloated.
+	c.bloated, c.bloatedAt = max(c.bloated, c.rate), in.At
 	// Rates at or above the one that bloated are not safe any more.
 	c.safe = slices.DeleteFunc(c.safe, func(s safeRate) bool { return float64(s.rate) >= next })
 	d.Rate = uint64(next)
@@ -461,12 +555,20 @@ func (c *Controller) increase(d *Decision, in Input) {
 		// has slopes too): the rate has just passed the cap. Step back
 		// under it before it is bloat.
 		est := c.estimate(in, d.Load)
-		c.ceil = est
+		c.backoff(est)
 		c.safe = slices.DeleteFunc(c.safe, func(r safeRate) bool { return float64(r.rate) >= est })
 		drain := 1 - d.Delay.Seconds()/c.cfg.DrainTime.Seconds()
 		d.Rate = uint64(math.Min(drain, 0.97) * est)
 		d.Direction, d.Reason = "down", "queue"
 		c.lastDecrease, c.decreaseAt = d.At, d.Delay
+		return
+	}
+	if sent := d.Load * float64(c.rate); in.Delivered > 0 && in.Delivered < 0.9*sent && in.OwnQueue < c.cfg.OwnQueueBusy {
+		// The connections got a tenth less acknowledged than the shaper
+		// sent, and the shaper holds no queue: the path past it drains
+		// slower than it is fed, and a queue grows there before the
+		// delay shows it. No rise.
+		d.Reason = "beyond"
 		return
 	}
 	if d.At.Sub(c.lastDecrease) < c.cfg.IncreaseHold || (c.ceil > 0 && d.Delay > c.pol.Threshold/3+c.mtuTime(c.rate)) {
@@ -485,6 +587,11 @@ func (c *Controller) increase(d *Decision, in Input) {
 		return
 	}
 	if c.ceil > 0 && float64(c.rate) < 1.05*c.ceil {
+		if d.At.Sub(c.lastDecrease) < c.probeWait {
+			// The ceiling held at the last probes: wait before the next.
+			d.Reason = "steady"
+			return
+		}
 		// Near the cap seen last: creep up 1 % a tick, to find out
 		// whether the cap has moved.
 		d.Rate = uint64(float64(c.rate)*(1+c.cfg.IncreaseMin)) + 1
@@ -494,8 +601,32 @@ func (c *Controller) increase(d *Decision, in Input) {
 	c.ceil = 0 // outgrown: the cap has risen
 	room := 1 - float64(d.Delay)/float64(d.Threshold)
 	inc := c.cfg.IncreaseMin + (c.cfg.IncreaseMax-c.cfg.IncreaseMin)*math.Max(room, 0)
+	if c.bloated > 0 && d.At.Sub(c.bloatedAt) <= c.cfg.SafeAge {
+		switch b := float64(c.bloated); {
+		case float64(c.rate) > 1.05*b:
+			c.bloated = 0 // passed without bloat: the cap has risen
+		case float64(c.rate)*(1+inc) > 0.9*b:
+			// Near the rate that bloated last (a cut without an
+			// estimate leaves no ceiling): a climb at full speed
+			// would be far past the cap before the delay showed it.
+			inc = c.cfg.IncreaseMin
+		}
+	}
 	d.Rate = uint64(float64(c.rate)*(1+inc)) + 1
 	d.Direction, d.Reason = "up", "load"
+}
+
+// backoff takes est as the new ceiling. Found within 10 % of where it was,
+// the cap has not moved: the next probe above it waits twice as long (up to
+// ProbeWaitMax), since each one builds a queue before it is seen. Anywhere
+// else, the cap moved and probes start again after IncreaseHold.
+func (c *Controller) backoff(est float64) {
+	if c.ceil > 0 && est > 0 && math.Abs(est-c.ceil) <= 0.1*c.ceil {
+		c.probeWait = min(2*max(c.probeWait, c.cfg.IncreaseHold), c.cfg.ProbeWaitMax)
+	} else {
+		c.probeWait = c.cfg.IncreaseHold
+	}
+	c.ceil = est
 }
 
 // remember records the current rate as safe: it carried load with no bloat.

@@ -206,13 +206,14 @@ func (d *Daemon) tick(ctx context.Context) error {
 	mean, most := d.ownQueue(sh)
 	in.OwnQueue = mean
 	// Probes behind a tbf wait in its one FIFO with the bulk traffic:
-	// its largest backlog of the tick is taken off their delays. cake
-	// gives them a flow queue of their own.
+	// its largest backlog of the tick is taken off their delays (not off
+	// their baselines, see Reading.Own). cake gives them a flow queue of
+	// their own.
 	own := mean
 	if sh.Kind == "tbf" {
 		own = most
 		for i := range in.Readings {
-			in.Readings[i].Value -= own
+			in.Readings[i].Own = own
 		}
 	}
 	if d.pas != nil {
@@ -313,7 +314,7 @@ func (d *Daemon) apply(dec Decision) error {
 		if dec.Old != 0 {
 			line := fmt.Sprintf("%s %s -> %s", dec.Key(), qdisc.FormatRate(dec.Old), qdisc.FormatRate(dec.Rate))
 			if dec.Delay >= 0 {
-				line += fmt.Sprintf(": delay %.1f ms over baseline (threshold %.1f ms), load %.2f", ms(dec.Delay), ms(dec.Threshold), dec.Load)
+				line += fmt.Sprintf(": delay %.1f ms over baseline (%s; threshold %.1f ms), load %.2f", ms(dec.Delay), dec.By, ms(dec.Threshold), dec.Load)
 			}
 			d.logf("%s", line)
 		}

@@ -16,46 +16,55 @@ import (
 // rate-limited by hops).
 const MaxProbeRate = 20.0
 
-// probeInterval spreads MaxProbeRate over n targets, at least one probe
-// every 100 ms each so every 200 ms tick sees a sample.
+// probeInterval spreads MaxProbeRate over n targets, each probed at most
+// every 50 ms: a lone reflector gets four probes a tick, whose least is the
+// reading (see readings.take); five or more targets share the rate and
+// some ticks go without a sample of each.
 func probeInterval(n int, maxRate float64) time.Duration {
 	if n == 0 {
 		return 0
 	}
-	return max(time.Duration(float64(n)/maxRate*float64(time.Second)), 100*time.Millisecond)
+	return max(time.Duration(float64(n)/maxRate*float64(time.Second)), 50*time.Millisecond)
 }
 
 // readings gathers active probes' samples between two ticks. A signal
 // without a sample in a tick is simply absent: a lost probe is not a delay.
 type readings struct {
 	mu   sync.Mutex
-	sum  map[string]time.Duration
-	n    map[string]int
-	seen map[string]time.Time // last sample per signal, for health
+	low  map[string]time.Duration // the tick's least sample per signal
+	seen map[string]time.Time     // last sample per signal, for health
 }
 
 func newReadings() *readings {
-	return &readings{sum: map[string]time.Duration{}, n: map[string]int{}, seen: map[string]time.Time{}}
+	return &readings{low: map[string]time.Duration{}, seen: map[string]time.Time{}}
 }
 
 func (r *readings) put(signal string, v time.Duration) {
 	r.mu.Lock()
-	r.sum[signal] += v
-	r.n[signal]++
+	if l, ok := r.low[signal]; !ok || v < l {
+		r.low[signal] = v
+	}
 	r.seen[signal] = time.Now()
 	r.mu.Unlock()
 }
 
-// take returns each signal's mean over the tick and starts the next.
+// take returns each signal's least sample over the tick and starts the
+// next. The least, not the mean: a probe waits behind the packet being
+// sent at the shaper and at the bottleneck, up to two MTU times at the
+// rate (24 ms at 1 Mbit/s, more than the threshold leaves), so single
+// samples scatter at low rates while a queue lifts every sample of the
+// tick alike. Read with the mean, that scatter was taken for bloat, the
+// rate cut, and the scatter grew: in the VM's capped-uplink-varying the
+// rate sank to 0.55 Mbit/s under a 1 Mbit/s cap and stayed there after the
+// cap rose to 3.
 func (r *readings) take() []Reading {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Reading
-	for s, sum := range r.sum {
-		out = append(out, Reading{Signal: s, Value: sum / time.Duration(r.n[s])})
+	for s, v := range r.low {
+		out = append(out, Reading{Signal: s, Value: v})
 	}
-	clear(r.sum)
-	clear(r.n)
+	clear(r.low)
 	slices.SortFunc(out, func(a, b Reading) int { return cmpString(a.Signal, b.Signal) })
 	return out
 }
@@ -80,7 +89,11 @@ func (r *readings) lastSeen(signal string) time.Time {
 // reflectorSignal names a reflector's signal: its one-way delay up, which
 // only this host's egress queue and the uplink add to (an RTT would count
 // the downlink's queue too, which the egress shaper cannot drain).
-func reflectorSignal(target string) string { return "owd:" + target }
+func reflectorSignal(target string) string { return oneWayPrefix + target }
+
+// oneWayPrefix starts a reflector's signal name: the control law ranks
+// one-way delays first.
+const oneWayPrefix = "owd:"
 
 // icmpSignal names an echo target's signal.
 func icmpSignal(host string) string { return "icmp:" + host }
@@ -112,32 +125,28 @@ func (a *active) start(ctx context.Context) {
 		return
 	}
 	ctx, a.cancel = context.WithCancel(ctx)
+	// A reflector gives the one-way delay up; an echo target the RTT.
 	for _, t := range a.pol.Reflectors {
-		sig := reflectorSignal(t)
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			cfg := probe.WatchConfig{Target: t, Interval: a.interval, Timeout: time.Second}
-			_ = probe.WatchUDP(ctx, cfg, func(s probe.Sample) {
-				if !s.Lost && s.HasUp {
-					a.out.put(sig, s.Up)
-				}
-			})
-		}()
+		a.watch(ctx, probe.WatchUDP, t, reflectorSignal(t), func(s probe.Sample) (time.Duration, bool) { return s.Up, s.HasUp })
 	}
 	for _, h := range a.pol.ICMP {
-		sig := icmpSignal(h)
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			cfg := probe.WatchConfig{Target: h, Interval: a.interval, Timeout: time.Second}
-			_ = probe.WatchICMP(ctx, cfg, func(s probe.Sample) {
-				if !s.Lost {
-					a.out.put(sig, s.RTT)
-				}
-			})
-		}()
+		a.watch(ctx, probe.WatchICMP, h, icmpSignal(h), func(s probe.Sample) (time.Duration, bool) { return s.RTT, true })
 	}
+}
+
+// watch runs one target's watch until ctx ends, putting each answered
+// probe's delay (as pick reads it off the sample) under sig.
+func (a *active) watch(ctx context.Context, w func(context.Context, probe.WatchConfig, probe.Sink) error, target, sig string, pick func(probe.Sample) (time.Duration, bool)) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		cfg := probe.WatchConfig{Target: target, Interval: a.interval, Timeout: time.Second}
+		_ = w(ctx, cfg, func(s probe.Sample) {
+			if v, ok := pick(s); ok && !s.Lost {
+				a.out.put(sig, v)
+			}
+		})
+	}()
 }
 
 // stop ends the watches and waits for them.

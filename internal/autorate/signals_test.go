@@ -1,0 +1,86 @@
+package autorate
+
+import (
+	"testing"
+	"time"
+)
+
+// A tick's reading of an active signal is its least sample: serialization
+// scatter lifts single samples, a queue lifts them all.
+func TestReadingsTakeLeast(t *testing.T) {
+	r := newReadings()
+	for _, v := range []time.Duration{31, 9, 24, 17} {
+		r.put("owd:a", v*time.Millisecond)
+	}
+	r.put("icmp:b", 50*time.Millisecond)
+	got := r.take()
+	if len(got) != 2 || got[0] != (Reading{Signal: "icmp:b", Value: 50 * time.Millisecond}) || got[1] != (Reading{Signal: "owd:a", Value: 9 * time.Millisecond}) {
+		t.Errorf("take: %+v, want icmp:b 50ms and owd:a's least, 9ms", got)
+	}
+	if got := r.take(); len(got) != 0 {
+		t.Errorf("a tick with no samples read %+v, want nothing (a lost probe is no delay)", got)
+	}
+	if r.lastSeen("owd:a").IsZero() {
+		t.Errorf("owd:a's last sample forgotten by take")
+	}
+}
+
+// The probe budget: all targets together within the rate, no target more
+// often than every 50 ms.
+func TestProbeInterval(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{0, 0}, {1, 50 * time.Millisecond}, {2, 100 * time.Millisecond}, {5, 250 * time.Millisecond}} {
+		got := probeInterval(c.n, MaxProbeRate)
+		if got != c.want {
+			t.Errorf("%d targets: every %v, want %v", c.n, got, c.want)
+		}
+		if c.n > 0 && float64(c.n)/got.Seconds() > MaxProbeRate+1e-9 {
+			t.Errorf("%d targets every %v: over %v Hz together", c.n, got, MaxProbeRate)
+		}
+	}
+}
+
+// srtt − min_rtt grows by two MTU times' difference when the rate falls
+// under the one min_rtt was seen at, and the controller takes that out; once
+// the higher rate is older than the kernel's min_rtt window, nothing is.
+func TestSerialRise(t *testing.T) {
+	p := policy()
+	c := NewController(p, DefaultConfig())
+	t0 := time.Unix(1_700_000_000, 0)
+	c.rates = []safeRate{{rate: 2_000_000, at: t0}, {rate: 1_000_000, at: t0.Add(10 * time.Second)}}
+	c.rate = 1_000_000
+	want := 2 * (c.mtuTime(1_000_000) - c.mtuTime(2_000_000))
+	if got := c.serialRise(t0.Add(20 * time.Second)); got != want {
+		t.Errorf("at 1 Mbit/s, 2 Mbit/s 20 s ago: rise %v, want %v", got, want)
+	}
+	if got := c.serialRise(t0.Add(10*time.Second + MinRTTWindow)); got != 0 {
+		t.Errorf("2 Mbit/s last in force %v ago: rise %v, want 0", MinRTTWindow, got)
+	}
+	// A passive reading is taken as delay over the floor less that rise.
+	c2 := NewController(p, DefaultConfig())
+	c2.rates, c2.rate = []safeRate{{rate: 2_000_000, at: t0}}, 1_000_000
+	d := c2.delay(Input{At: t0.Add(time.Second), Readings: []Reading{{Signal: PassiveSignal, Value: want + 3*time.Millisecond, Relative: true}}})
+	if d != 3*time.Millisecond {
+		t.Errorf("passive %v at half the rate of its min_rtt: delay %v, want 3ms", want+3*time.Millisecond, d)
+	}
+}
+
+// The shaper's own queue comes off a probe's delay, not off its baseline: a
+// baseline that learnt value − own would sink under the path's floor each
+// time a probe found the FIFO shorter than the tick's most.
+func TestOwnQueueSparesBaseline(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	t0 := time.Unix(1_700_000_000, 0)
+	floor := 20 * time.Millisecond
+	c.delay(Input{At: t0, Readings: []Reading{{Signal: "owd:a", Value: floor}}})
+	// The probe waited 5 ms in the FIFO; the tick's largest backlog was 30.
+	d := c.delay(Input{At: t0.Add(200 * time.Millisecond), Readings: []Reading{{Signal: "owd:a", Value: floor + 5*time.Millisecond, Own: 30 * time.Millisecond}}})
+	if d != 0 {
+		t.Errorf("delay %v, want 0 (all of it the host's own queue)", d)
+	}
+	if b := c.baselines["owd:a"].Baseline; b < floor {
+		t.Errorf("baseline %v fell under the path's floor %v", b, floor)
+	}
+}
