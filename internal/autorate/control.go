@@ -519,8 +519,8 @@ func (c *Controller) decrease(d *Decision, in Input) {
 		clamped = want < next
 		c.backoff(est)
 	}
-	if since >= c.cfg.DrainLimit || c.bloated == 0 {
-		c.bloated = 0
+	if since >= c.cfg.DrainLimit {
+		c.bloated = 0 // a new episode
 	}
 	// The highest rate of the episode: a second cut starts from a rate
 	// the first one made, not one that bloated.
