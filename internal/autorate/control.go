@@ -252,15 +252,7 @@ func (c *Controller) Signals() []Signal {
 	for _, s := range c.baselines {
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b Signal) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Signal) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -291,14 +283,9 @@ func (c *Controller) mtuTime(rate uint64) time.Duration {
 // TCP's timing adds at low rates, not a queue: in the VM's
 // capped-uplink-varying it read 16–25 ms at 1.2 Mbit/s under a 3 Mbit/s cap,
 // where the reflector read under 10, and its step-backs held the rate at
-// 40 % of the cap. It returns -1 when no signal gave a reading.
-func (c *Controller) delay(in Input) time.Duration {
-	d, _ := c.combine(in)
-	return d
-}
-
-// combine is delay, with the name of the signal the delay came from.
-func (c *Controller) combine(in Input) (time.Duration, string) {
+// 40 % of the cap. It returns the delay and the signal it came from; -1
+// when no signal gave a reading.
+func (c *Controller) delay(in Input) (time.Duration, string) {
 	var oneWay, echo []*Signal
 	var passive *Signal
 	for _, r := range in.Readings {
@@ -371,7 +358,7 @@ func (c *Controller) Step(in Input) Decision {
 		c.idleSince = time.Time{}
 	}
 
-	d.Delay, d.By = c.combine(in)
+	d.Delay, d.By = c.delay(in)
 	if d.Delay < 0 {
 		// No signal answered: hold. Lost probes are not bloat (the rate
 		// would fall to the minimum while reflectors are down: the

@@ -1,6 +1,7 @@
 package autorate
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"slices"
@@ -65,18 +66,8 @@ func (r *readings) take() []Reading {
 		out = append(out, Reading{Signal: s, Value: v})
 	}
 	clear(r.low)
-	slices.SortFunc(out, func(a, b Reading) int { return cmpString(a.Signal, b.Signal) })
+	slices.SortFunc(out, func(a, b Reading) int { return cmp.Compare(a.Signal, b.Signal) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // lastSeen is when a signal last gave a sample (zero: never).

@@ -61,7 +61,7 @@ func TestSerialRise(t *testing.T) {
 	// A passive reading is taken as delay over the floor less that rise.
 	c2 := NewController(p, DefaultConfig())
 	c2.rates, c2.rate = []safeRate{{rate: 2_000_000, at: t0}}, 1_000_000
-	d := c2.delay(Input{At: t0.Add(time.Second), Readings: []Reading{{Signal: PassiveSignal, Value: want + 3*time.Millisecond, Relative: true}}})
+	d, _ := c2.delay(Input{At: t0.Add(time.Second), Readings: []Reading{{Signal: PassiveSignal, Value: want + 3*time.Millisecond, Relative: true}}})
 	if d != 3*time.Millisecond {
 		t.Errorf("passive %v at half the rate of its min_rtt: delay %v, want 3ms", want+3*time.Millisecond, d)
 	}
@@ -74,9 +74,9 @@ func TestOwnQueueSparesBaseline(t *testing.T) {
 	c := NewController(policy(), DefaultConfig())
 	t0 := time.Unix(1_700_000_000, 0)
 	floor := 20 * time.Millisecond
-	c.delay(Input{At: t0, Readings: []Reading{{Signal: "owd:a", Value: floor}}})
+	_, _ = c.delay(Input{At: t0, Readings: []Reading{{Signal: "owd:a", Value: floor}}})
 	// The probe waited 5 ms in the FIFO; the tick's largest backlog was 30.
-	d := c.delay(Input{At: t0.Add(200 * time.Millisecond), Readings: []Reading{{Signal: "owd:a", Value: floor + 5*time.Millisecond, Own: 30 * time.Millisecond}}})
+	d, _ := c.delay(Input{At: t0.Add(200 * time.Millisecond), Readings: []Reading{{Signal: "owd:a", Value: floor + 5*time.Millisecond, Own: 30 * time.Millisecond}}})
 	if d != 0 {
 		t.Errorf("delay %v, want 0 (all of it the host's own queue)", d)
 	}
