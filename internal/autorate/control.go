@@ -220,11 +220,11 @@ const MinRTTWindow = 300 * time.Second
 // without it, the passive signal read 20–45 ms at 0.7 Mbit/s under a
 // 3 Mbit/s cap and the rate never rose.
 func (c *Controller) serialRise(now time.Time) time.Duration {
-	for len(c.rates) > 1 && now.Sub(c.rates[1].at) >= MinRTTWindow {
-		c.rates = c.rates[1:]
-	}
 	hi := c.rate
-	for _, r := range c.rates {
+	for i, r := range c.rates {
+		if i+1 < len(c.rates) && now.Sub(c.rates[i+1].at) >= MinRTTWindow {
+			continue // replaced before the window began
+		}
 		hi = max(hi, r.rate)
 	}
 	return max(2*(c.mtuTime(c.rate)-c.mtuTime(hi)), 0)
@@ -414,6 +414,11 @@ func (c *Controller) Step(in Input) Decision {
 	}
 	if d.Rate != d.Old || len(c.rates) == 0 {
 		c.rates = append(c.rates, safeRate{rate: d.Rate, at: in.At})
+	}
+	// Pruned here, where it grows, not where it is read: a policy with no
+	// passive signal never reads it.
+	for len(c.rates) > 1 && in.At.Sub(c.rates[1].at) >= MinRTTWindow {
+		c.rates = c.rates[1:]
 	}
 	c.rate = d.Rate
 	return d

@@ -84,3 +84,22 @@ func TestOwnQueueSparesBaseline(t *testing.T) {
 		t.Errorf("baseline %v fell under the path's floor %v", b, floor)
 	}
 }
+
+// The rate history serialRise reads stays within its window even with no
+// passive signal to read it: a daemon runs for months.
+func TestRateHistoryBounded(t *testing.T) {
+	p := policy()
+	p.Passive = false
+	c := NewController(p, DefaultConfig())
+	tr := run(t, c, newLink(3, false), 20*time.Minute, stepSchedule)
+	changes := 0
+	for _, d := range tr.dec {
+		if d.Changed() {
+			changes++
+		}
+	}
+	// Five minutes of 200 ms ticks at most, of the run's many changes.
+	if n := len(c.rates); n > int(MinRTTWindow/c.cfg.Tick)+1 || n >= changes {
+		t.Errorf("%d rates kept after %d changes in 20 min, want those of the last %v only", n, changes, MinRTTWindow)
+	}
+}
