@@ -157,6 +157,7 @@ func TestQdiscRootSatisfiedAutorate(t *testing.T) {
 		{"tbf leaf changed", testPolicy, strings.Replace(tbfLive, "fq_codel", "sfq", 1), tbf, false},
 		{"tbf without a policy", "", tbfLive, tbf, false},
 		{"tbf burst alone changed", testPolicy, "tbf rate 1800kbit burst 9000 limit 14278 leaf { fq_codel target 10100us interval 100ms }", tbf, false},
+		{"tbf back at its rate with a byte more bucket (autorate's stop)", testPolicy, "tbf rate 1800kbit burst 3029 limit 14279 leaf { fq_codel target 10100us interval 100ms }", tbf, true},
 		{"another kind", testPolicy, "fq_codel", cake, false},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/qdisc"
 )
 
@@ -61,12 +62,36 @@ func QdiscRootSatisfied(sys *System, iface, live, desired string) bool {
 	if QdiscSatisfied(live, desired) {
 		return true
 	}
-	rate, ok := ShaperRate(live, desired)
+	p, ok := readAutoratePolicy(sys, iface)
 	if !ok {
 		return false
 	}
-	p, ok := readAutoratePolicy(sys, iface)
-	return ok && p.Contains(rate)
+	_, ok = AutorateShaper(live, desired, p)
+	return ok
+}
+
+// AutorateShaper reports whether the live root qdisc is the desired one as
+// lowlat autorate, under policy p, may have left it, and returns its rate
+// in bit/s: it differs only in the rate (see ShaperRate), which p allows,
+// and in what follows the rate. A tbf at the desired rate may differ in its
+// bucket alone, within the largest autorate gives a rate up to p's maximum:
+// autorate keeps whole the packets a bucket let into the queue, and the
+// one it sets when it stops can be over the profile's (see
+// qdisc.ShaperBucketMax).
+func AutorateShaper(live, desired string, p autorate.Policy) (uint64, bool) {
+	rate, ok := ShaperRate(live, desired)
+	if !ok || !p.Contains(rate) {
+		return 0, false
+	}
+	l, _ := qdisc.Parse(live)
+	d, _ := qdisc.Parse(desired)
+	if dr, err := qdisc.ParseRate(d.Opts["rate"]); l.Kind == "tbf" && err == nil && dr == rate {
+		b, err := qdisc.ParseSize(l.Opts["burst"])
+		if err != nil || b > qdisc.ShaperBucketMax(p.Max) {
+			return 0, false
+		}
+	}
+	return rate, true
 }
 
 // ShaperRate reports whether the live root qdisc differs from the desired
@@ -101,7 +126,9 @@ func ShaperRate(live, desired string) (uint64, bool) {
 	}
 	lr, err1 := qdisc.ParseRate(lv)
 	dr, err2 := qdisc.ParseRate(dv)
-	if err1 != nil || err2 != nil || lr == dr {
+	if err1 != nil || err2 != nil || lr == dr && l.Kind != "tbf" {
+		// A tbf at the desired rate may still differ in its bucket: see
+		// AutorateShaper.
 		return 0, false
 	}
 	// desired at the live rate, with the options that follow the rate as

@@ -82,8 +82,8 @@ func autorateMoved(f *host.Facts, iface, live, desired string) (string, bool) {
 	if err != nil || p.Iface != iface {
 		return "", false
 	}
-	rate, ok := knob.ShaperRate(live, desired)
-	if !ok || !p.Contains(rate) {
+	rate, ok := knob.AutorateShaper(live, desired, p)
+	if !ok {
 		return "", false
 	}
 	return fmt.Sprintf("lowlat autorate has the rate at %s, within its policy's %s..%s", qdisc.FormatRate(rate), qdisc.FormatRate(p.Min), qdisc.FormatRate(p.Max)), true

@@ -49,6 +49,14 @@ func shaperBurst(rateBits uint64) uint64 {
 	return max(2*shaperMTU, rateBits/8/1000)
 }
 
+// ShaperBucketMax is the largest tbf bucket SetShaperRate leaves at any rate
+// up to maxBits: the bucket it gives maxBits, and what it adds so a bucket
+// takes whole the packets the one before it let in (under a timer tick's
+// bytes, and one: see holdingBurst).
+func ShaperBucketMax(maxBits uint64) uint64 {
+	return shaperBurst(maxBits) + maxBits/8/15_000_000 + 1
+}
+
 // shaperLimit is a tbf's byte limit at a new rate and bucket (bytes/s,
 // bytes), given its limit, bucket and rate now. tbf queues at most limit
 // bytes, so a packet waits up to limit/rate: tc and the profile make that

@@ -226,14 +226,20 @@ func (st shaperState) setRate(ifindex int, rate uint64) error {
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("tbf %s: options lowlat cannot decode (%s)", FormatHandle(st.Handle), root.Spec)
 	}
-	if burst < oldBurst && st.Backlog > 0 {
+	switch {
+	case burst < oldBurst && st.Backlog > 0:
 		// tbf lets whole GSO packets up to its bucket into its queue. A
 		// smaller bucket would leave such a packet at the head waiting
 		// for more tokens than the bucket holds, and the shaper would
 		// send nothing until its rate rose again (seen on 6.18 with a
 		// provider's cap stepping down under TCP). The bucket shrinks at
 		// a change that finds the queue empty.
-		burst = oldBurst
+		burst = holdingBurst(st.rate, oldBurst, rate, oldBurst)
+	case burst >= oldBurst:
+		// The same bucket in bytes may hold a byte less at the new rate
+		// (see largestPacket): one byte more, then, at any change, as a
+		// packet may enter between this read and the change.
+		burst = holdingBurst(st.rate, oldBurst, rate, burst)
 	}
 	s, err := tbfWithRate(root.Spec, rate, burst, shaperLimit(limit, oldBurst, st.rate, rate, burst))
 	if err != nil {
@@ -243,6 +249,31 @@ func (st shaperState) setRate(ifindex int, rate uint64) error {
 		return err
 	}
 	return st.restoreFifoLeaf(ifindex)
+}
+
+// largestPacket is the largest packet a tbf at rate (bytes/s) with a bucket
+// of burst bytes, written as tc writes it, takes whole: the kernel keeps the
+// bucket as ticks of the rate (tc truncates them) and its largest packet as
+// the bytes those ticks hold, rounded down (psched_ns_t2l). That is burst-1
+// at some rates: 3027 bytes at 3 Mbit/s for a 3028-byte bucket, 3028 at 4.
+func largestPacket(rate, burst uint64) uint64 {
+	ns := float64(xmitTicks(rate, uint32(min(burst, math.MaxUint32)))) * 1000 / netlink.TickInUsec()
+	return uint64(ns * float64(rate) / 1e9)
+}
+
+// holdingBurst is burst, or the least bucket over it that takes whole every
+// packet a tbf at oldRate with oldBurst let into its queue. Without it, a
+// change of rate with the same 3028-byte bucket (two full frames) from 4 to
+// 3 Mbit/s left a 3028-byte GSO packet at the head of the queue waiting for
+// more tokens than the bucket holds: the shaper sent nothing again (seen in
+// the lab under lowlat autorate).
+func holdingBurst(oldRate, oldBurst, rate, burst uint64) uint64 {
+	need := largestPacket(oldRate, oldBurst)
+	// A tick holds rate/15.6e6 bytes: a few hundred at 40 Gbit/s.
+	for i := 0; i < 1<<16 && largestPacket(rate, burst) < need; i++ {
+		burst++
+	}
+	return burst
 }
 
 // tbfWithRate is the tbf spec cur with a new rate (bytes/s), bucket and

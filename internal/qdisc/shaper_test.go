@@ -266,3 +266,31 @@ func must(t *testing.T, b []byte) []Attr {
 	}
 	return attrs
 }
+
+// A change of rate with packets queued keeps a bucket that takes whole the
+// largest packet the old one let in, through tc's truncated ticks: 3028
+// bytes (two full frames) pass whole at 4 Mbit/s but not at 3 with the same
+// bucket, where the kernel's largest packet is 3027.
+func TestHoldingBurst(t *testing.T) {
+	if got := largestPacket(500_000, 3028); got != 3028 {
+		t.Errorf("4 Mbit/s, 3028-byte bucket: largest packet %d, want 3028", got)
+	}
+	if got := largestPacket(375_000, 3028); got != 3027 {
+		t.Errorf("3 Mbit/s, 3028-byte bucket: largest packet %d, want 3027 (the case to mend)", got)
+	}
+	if got := holdingBurst(500_000, 3028, 375_000, 3028); got < 3029 || largestPacket(375_000, got) < 3028 {
+		t.Errorf("4 → 3 Mbit/s: bucket %d takes %d whole, want 3028", got, largestPacket(375_000, got))
+	}
+	for oldRate := uint64(50_000); oldRate <= 5_000_000; oldRate = oldRate*21/20 + 7 {
+		for rate := uint64(50_000); rate <= 5_000_000; rate = rate*23/20 + 3 {
+			old := shaperBurst(oldRate * 8)
+			b := holdingBurst(oldRate, old, rate, shaperBurst(rate*8))
+			if largestPacket(rate, b) < largestPacket(oldRate, old) {
+				t.Fatalf("%d → %d B/s: bucket %d takes %d, the old one let in %d", oldRate, rate, b, largestPacket(rate, b), largestPacket(oldRate, old))
+			}
+			if b > shaperBurst(rate*8)+max(rate/15_000_000, 1)+old {
+				t.Fatalf("%d → %d B/s: bucket %d, far over what was asked", oldRate, rate, b)
+			}
+		}
+	}
+}
