@@ -433,6 +433,10 @@ func (c *Controller) Step(in Input) Decision {
 		}
 	}
 	if d.Delay < c.pol.Threshold/3 && c.probeAt.IsZero() {
+		// A hold with no queue showing: what the rate leaves of the
+		// ceiling refills a provider's bucket, which the next plateau
+		// must spend (credit), and what it sends bounds the cap from
+		// below once a plateau finds no queue (see floor).
 		secs := c.cfg.Tick.Seconds()
 		sent := d.Load * float64(c.rate)
 		c.holdBits += sent * secs
@@ -441,14 +445,14 @@ func (c *Controller) Step(in Input) Decision {
 			c.credit += math.Max(c.ceil-sent, 0) * secs
 		}
 	}
-	// k of n guards against noise; a queue that is over the threshold
-	// and grew since the last tick by more than a packet's scatter is no
-	// noise, and each tick waited adds to it. Either way the delay now
-	// must be over: a verdict held over from a queue gone since would
-	// cut a rate that no longer builds one.
-	// A queue that has not shrunk by a tenth in the two ticks after a cut
-	// is not draining: the cut landed at the cap. (srtt, smoothed, falls
-	// slower than the queue it follows: the passive signal waits.)
+	// k of n guards against noise. A queue over the threshold that grew
+	// since the last tick by more than a packet's scatter is no noise,
+	// and each tick waited adds to it; nor is one that has not shrunk by
+	// a tenth in the two ticks after a cut: the cut landed at the cap
+	// (srtt, smoothed, falls slower than the queue it follows: the
+	// passive signal waits for k of n). Either way the delay now must be
+	// over: a verdict held over from a queue gone since would cut a rate
+	// that no longer builds one.
 	stuck := d.By != PassiveSignal && in.At.Sub(c.lastDecrease) >= 2*c.cfg.Tick && float64(d.Delay) >= 0.9*float64(c.decreaseAt)
 	d.Bloat = over && (n >= c.cfg.BloatK || rising || stuck)
 
@@ -474,8 +478,7 @@ func (c *Controller) Step(in Input) Decision {
 	}
 	d.Rate = min(max(d.Rate, c.pol.Min), c.pol.Max)
 	if math.Abs(float64(d.Rate)-float64(d.Old)) > 0.02*float64(d.Old) {
-		// The queue's growth rate is read at one rate (a probe's 1 %
-		// steps excepted).
+		// The queue's growth rate is read at one rate.
 		c.recent = c.recent[:0]
 	}
 	if d.Direction == "down" {
