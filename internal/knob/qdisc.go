@@ -55,7 +55,7 @@ func QdiscSatisfied(live, desired string) bool {
 
 // QdiscRootSatisfied is QdiscSatisfied for the root qdisc of iface on sys,
 // knowing lowlat autorate: a live shaper that differs from desired only in
-// its rate (see ShaperRate) satisfies it while iface has an autorate policy
+// its rate (see AutorateShaper) satisfies it while iface has an autorate policy
 // whose range holds that rate. The rate autorate moves is not journaled;
 // its policy is, and a rate outside the policy is still drift.
 func QdiscRootSatisfied(sys *System, iface, live, desired string) bool {
@@ -72,20 +72,26 @@ func QdiscRootSatisfied(sys *System, iface, live, desired string) bool {
 
 // AutorateShaper reports whether the live root qdisc is the desired one as
 // lowlat autorate, under policy p, may have left it, and returns its rate
-// in bit/s: it differs only in the rate (see ShaperRate), which p allows,
+// in bit/s: it differs only in the rate (see shaperRate), which p allows,
 // and in what follows the rate. A tbf at the desired rate may differ in its
 // bucket alone, within the largest autorate gives a rate up to p's maximum:
 // autorate keeps whole the packets a bucket let into the queue, and the
 // one it sets when it stops can be over the profile's (see
 // qdisc.ShaperBucketMax).
 func AutorateShaper(live, desired string, p autorate.Policy) (uint64, bool) {
-	rate, ok := ShaperRate(live, desired)
+	if live == Absent || desired == Absent {
+		return 0, false
+	}
+	l, err1 := qdisc.Parse(live)
+	d, err2 := qdisc.Parse(desired)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	rate, same, ok := shaperRate(l, d)
 	if !ok || !p.Contains(rate) {
 		return 0, false
 	}
-	l, _ := qdisc.Parse(live)
-	d, _ := qdisc.Parse(desired)
-	if dr, err := qdisc.ParseRate(d.Opts["rate"]); l.Kind == "tbf" && err == nil && dr == rate {
+	if same {
 		b, err := qdisc.ParseSize(l.Opts["burst"])
 		if err != nil || b > qdisc.ShaperBucketMax(p.Max) {
 			return 0, false
@@ -94,20 +100,17 @@ func AutorateShaper(live, desired string, p autorate.Policy) (uint64, bool) {
 	return rate, true
 }
 
-// ShaperRate reports whether the live root qdisc differs from the desired
-// one only in the shaper's rate, and returns the live rate in bit/s: both
+// shaperRate reports whether the live root qdisc l differs from the desired
+// one d only in the shaper's rate, and returns the live rate in bit/s: both
 // are cake, differing in bandwidth, or tbf, differing in rate and in the
 // burst and limit that follow from it (the kernel keeps tbf's burst in
 // timer ticks of the rate, and a latency becomes a limit at the rate).
-// Everything else, the leaf included, must satisfy desired as it is.
-func ShaperRate(live, desired string) (uint64, bool) {
-	if live == Absent || desired == Absent {
-		return 0, false
-	}
-	l, err1 := qdisc.Parse(live)
-	d, err2 := qdisc.Parse(desired)
-	if err1 != nil || err2 != nil || l.Kind != d.Kind {
-		return 0, false
+// Everything else, the leaf included, must satisfy desired as it is. same
+// is a tbf at the desired rate that differs only in what follows it (cake
+// at the desired rate that does not satisfy d differs in something else).
+func shaperRate(l, d qdisc.Spec) (rate uint64, same, ok bool) {
+	if l.Kind != d.Kind {
+		return 0, false, false
 	}
 	var key string
 	var follow []string
@@ -117,19 +120,17 @@ func ShaperRate(live, desired string) (uint64, bool) {
 	case "tbf":
 		key, follow = "rate", []string{"burst", "limit", "latency"}
 	default:
-		return 0, false
+		return 0, false, false
 	}
 	lv, ok1 := l.Opt(key)
 	dv, ok2 := d.Opt(key)
 	if !ok1 || !ok2 {
-		return 0, false
+		return 0, false, false
 	}
 	lr, err1 := qdisc.ParseRate(lv)
 	dr, err2 := qdisc.ParseRate(dv)
 	if err1 != nil || err2 != nil || lr == dr && l.Kind != "tbf" {
-		// A tbf at the desired rate may still differ in its bucket: see
-		// AutorateShaper.
-		return 0, false
+		return 0, false, false
 	}
 	// desired at the live rate, with the options that follow the rate as
 	// they are live.
@@ -147,9 +148,9 @@ func ShaperRate(live, desired string) (uint64, bool) {
 		}
 	}
 	if !qdisc.Satisfies(l, moved) {
-		return 0, false
+		return 0, false, false
 	}
-	return lr, true
+	return lr, lr == dr, true
 }
 
 // QdiscSame is exact equality (qdisc.Equal): for two values read by this
