@@ -226,20 +226,17 @@ func (st shaperState) setRate(ifindex int, rate uint64) error {
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("tbf %s: options lowlat cannot decode (%s)", FormatHandle(st.Handle), root.Spec)
 	}
-	switch {
-	case burst < oldBurst && st.Backlog > 0:
+	if burst >= oldBurst || st.Backlog > 0 {
 		// tbf lets whole GSO packets up to its bucket into its queue. A
 		// smaller bucket would leave such a packet at the head waiting
 		// for more tokens than the bucket holds, and the shaper would
 		// send nothing until its rate rose again (seen on 6.18 with a
 		// provider's cap stepping down under TCP). The bucket shrinks at
-		// a change that finds the queue empty.
-		burst = holdingBurst(st.rate, oldBurst, rate, oldBurst)
-	case burst >= oldBurst:
-		// The same bucket in bytes may hold a byte less at the new rate
-		// (see largestPacket): one byte more, then, at any change, as a
-		// packet may enter between this read and the change.
-		burst = holdingBurst(st.rate, oldBurst, rate, burst)
+		// a change that finds the queue empty. The same bucket in bytes
+		// may hold a byte less at the new rate (see largestPacket): that
+		// byte is added at any change, as a packet may enter between
+		// this read and the change.
+		burst = holdingBurst(st.rate, oldBurst, rate, max(burst, oldBurst))
 	}
 	s, err := tbfWithRate(root.Spec, rate, burst, shaperLimit(limit, oldBurst, st.rate, rate, burst))
 	if err != nil {
