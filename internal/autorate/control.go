@@ -43,17 +43,16 @@ type Config struct {
 	// that holds (from IncreaseHold, doubled each time).
 	ProbeWaitMax time.Duration
 	// Under a ceiling (the cap estimated at the last cut) the rate holds
-	// Hold under it. Probe is how far over it a probe goes, and Plateau
-	// how long the probe holds there before the cap counts as risen: a
-	// provider's token bucket lets an excess through unseen until the
-	// bucket is spent. The plateau lasts twice as long as the rate held
-	// under the ceiling before it (at least Plateau, at most
-	// PlateauMax): the bucket refills while the rate is under the cap,
-	// at about the pace a plateau spends it, so the plateau spends more
-	// than came in, and a cap that has not moved shows a queue before it
-	// ends, whatever the bucket's size. Twice rather than once covers a
-	// ceiling a few percent under the cap. Without that rule a plateau
-	// read a bucket half refilled as a risen cap.
+	// Hold under it. Probe is how far over it a probe goes at first (see
+	// calibrate), and Plateau how long the probe holds there before the
+	// cap counts as risen: a provider's token bucket lets an excess
+	// through unseen until the bucket is spent. The plateau lasts until
+	// it has spent twice what the bucket took in since the last cut (at
+	// least Plateau, at most PlateauMax), so a cap that has not moved
+	// shows a queue before it ends, whatever the bucket's size. Twice
+	// rather than once covers a ceiling a few percent under the cap.
+	// Without that rule a plateau read a bucket half refilled as a risen
+	// cap.
 	Hold, Probe         float64
 	Plateau, PlateauMax time.Duration
 	// IncreaseMax is the per-tick increase while the delay is at the
@@ -168,7 +167,8 @@ type Decision struct {
 	// "rate" (the rate that built the queue).
 	Cap   float64
 	CapBy string
-	// Bloat says whether k of the last n ticks were over the threshold.
+	// Bloat says whether the delay is over the threshold and a queue:
+	// k of the last n ticks over it, or rising, or stuck after a cut.
 	Bloat bool
 	// Idle is true once the link has been idle for Config.IdleAfter: the
 	// daemon pauses active probes.
@@ -236,7 +236,7 @@ type Controller struct {
 	// at the ceiling (bits), which a plateau must spend twice over.
 	holdBits, holdFor, credit float64
 	// probe is how far over the ceiling a plateau goes (Config.Probe at
-	// first), outgrew the ceiling the last plateau that found no queue
+	// first, see calibrate), outgrew the ceiling the last plateau that found no queue
 	// went over (0 once the climb after it has found the cap).
 	probe, outgrew float64
 	// floor is the least cap a plateau that found no queue proved (0:
@@ -288,7 +288,7 @@ func NewController(p Policy, cfg Config) *Controller {
 	if p.Threshold == 0 {
 		p.Threshold = DefaultThreshold
 	}
-	return &Controller{cfg: cfg, pol: p, rate: p.Base, baselines: map[string]*Signal{}, prev: -1}
+	return &Controller{cfg: cfg, pol: p, rate: p.Base, baselines: map[string]*Signal{}, prev: -1, probe: cfg.Probe}
 }
 
 // Rate is the rate the controller holds now.
@@ -661,8 +661,7 @@ func (c *Controller) decrease(d *Decision, in Input) {
 // straight back to just under it after a cut, then, from time to time, a
 // probe's plateau over it. With no ceiling (none yet, or a plateau has
 // outgrown it): back to the best recent safe rate, then by 1–6 % a tick,
-// less as the delay nears the threshold, faster once a plateau has proved
-// the cap has risen.
+// less as the delay nears the threshold.
 func (c *Controller) increase(d *Decision, in Input) {
 	c.remember(d.At)
 	c.growth = append(c.growth, c.slope(3) > c.cfg.GrowthLimit)
@@ -732,13 +731,12 @@ func (c *Controller) increase(d *Decision, in Input) {
 			// there. A creep would not tell: a provider's token bucket
 			// lets each small excess through unseen, and the creep would
 			// be far over the cap by the time the bucket ran dry.
-			spend := time.Duration(2 * c.credit / (c.probeHeight() * c.ceil) * float64(time.Second))
+			spend := time.Duration(2 * c.credit / (c.probe * c.ceil) * float64(time.Second))
 			c.probeAt, c.plateau = d.At, min(max(spend, c.cfg.Plateau), c.cfg.PlateauMax)
 			// No lower than the last plateau that found a queue, and
 			// no more than twice Probe over the ceiling: a bound left
 			// by a step down can be far over the cap.
-			h := c.probeHeight()
-			d.Rate = uint64(math.Max((1+h)*c.ceil, math.Min(c.upper, (1+2*h)*c.ceil)))
+			d.Rate = uint64(math.Max((1+c.probe)*c.ceil, math.Min(c.upper, (1+2*c.probe)*c.ceil)))
 			d.Direction, d.Reason = "up", "probe"
 			return
 		case d.At.Sub(c.probeAt) < c.plateau:
@@ -775,11 +773,6 @@ func (c *Controller) increase(d *Decision, in Input) {
 	d.Direction, d.Reason = "up", "load"
 }
 
-// probeHeight is how far over the ceiling a plateau goes.
-func (c *Controller) probeHeight() float64 {
-	return max(c.probe, c.cfg.Probe)
-}
-
 // calibrate sets the plateaus' height from what the last one found, at a
 // cut. The ceilings come from estimates of the cap that read low (the
 // connections' acknowledged rate scatters with the ACK clock, and the queue
@@ -793,9 +786,9 @@ func (c *Controller) probeHeight() float64 {
 func (c *Controller) calibrate(d Decision) {
 	switch {
 	case !c.probeAt.IsZero():
-		c.probe = max(c.probeHeight()*0.75, c.cfg.Probe)
+		c.probe = max(c.probe*0.75, c.cfg.Probe)
 	case c.outgrew > 0 && d.Cap > 0 && d.Cap <= 1.15*c.outgrew:
-		c.probe = min(2*c.probeHeight(), 0.2)
+		c.probe = min(2*c.probe, 0.2)
 	}
 	c.outgrew = 0
 }
