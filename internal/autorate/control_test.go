@@ -30,18 +30,8 @@ type link struct {
 	rng            *rand.Rand
 	refl           int // reflectors
 	passive        bool
-	// packets adds what a packet-level path has and a fluid lacks: a
-	// probe waits behind the packet being serialized at the shaper and,
-	// as often as the provider is busy, at the provider; a data packet's
-	// RTT holds its own serialization and the next one's (delayed ACK).
-	packets bool
-	// probes is how many probes each reflector sends a tick.
-	probes int
-	// agg folds one tick's probes into the reading (the daemon's).
-	agg func([]time.Duration) time.Duration
-	// lag makes probes read the queue as it was when they were sent;
-	// past holds the last ticks' queue delays for it.
-	lag    bool
+	// past holds the last ticks' queue delays: a probe reads the queue
+	// as it was when it was sent.
 	past   []time.Duration
 	minSer float64 // the least serialization time seen (min_rtt's part), s
 }
@@ -69,16 +59,12 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 	qd := time.Duration(l.queue / l.cap * float64(time.Second))
 	// A probe answered in this tick was sent its round trip ago: it
 	// reads the queue as it was then, a tick or more behind a deep one.
-	seen := qd
-	if l.lag {
-		l.past = append(l.past, qd)
-		if len(l.past) > 10 {
-			l.past = l.past[1:]
-		}
-		prev := l.past[max(len(l.past)-2, 0)]
-		k := min(int((prev+l.base)/dt), len(l.past)-1)
-		seen = l.past[len(l.past)-1-k]
+	l.past = append(l.past, qd)
+	if len(l.past) > 10 {
+		l.past = l.past[1:]
 	}
+	prev := l.past[max(len(l.past)-2, 0)]
+	seen := l.past[len(l.past)-1-min(int((prev+l.base)/dt), len(l.past)-1)]
 	in := Input{At: at, SentBytes: l.sent}
 	if l.passive && out > 0 {
 		// What the connections got acknowledged in a tick scatters with
@@ -91,24 +77,20 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 		// 1 Mbit/s leave 1-(7/8)^8 = 0.66 of a change seen within the
 		// tick, ~25 at 3 Mbit/s 0.96.
 		acks := math.Min(out, l.cap) * secs / (2 * 1514 * 8)
-		rtt, floor := qd.Seconds(), 0.0
-		if l.packets {
-			// Each data packet is serialized at the shaper and at the
-			// provider, and its delayed ACK waits for the next one;
-			// min_rtt keeps the least that ever took.
-			ser := 1514 * 8 * (2/float64(r) + 1/l.cap)
-			if l.minSer == 0 || ser < l.minSer {
-				l.minSer = ser
-			}
-			rtt, floor = rtt+ser, l.minSer
+		// Packets are not fluid: each data packet is serialized at the
+		// shaper and at the provider, and its delayed ACK waits for the
+		// next one; min_rtt keeps the least that ever took.
+		ser := 1514 * 8 * (2/float64(r) + 1/l.cap)
+		if l.minSer == 0 || ser < l.minSer {
+			l.minSer = ser
 		}
-		l.srtt += (1 - math.Pow(7.0/8, acks)) * (rtt - l.srtt)
-		in.Readings = append(in.Readings, Reading{Signal: "passive", Value: time.Duration((l.srtt - floor) * float64(time.Second)), Relative: true})
+		l.srtt += (1 - math.Pow(7.0/8, acks)) * (qd.Seconds() + ser - l.srtt)
+		in.Readings = append(in.Readings, Reading{Signal: "passive", Value: time.Duration((l.srtt - l.minSer) * float64(time.Second)), Relative: true})
 	}
 	if !l.lost {
 		for i := 0; i < l.refl; i++ {
 			var vs []time.Duration
-			for k := 0; k < max(l.probes, 1); k++ {
+			for range probesPerTick {
 				// One-way delay with a clock offset per reflector.
 				v := time.Duration(i)*37*time.Millisecond + l.base/2 + seen
 				if l.noise != nil {
@@ -117,27 +99,26 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 				if i == l.noisy && l.rng.Intn(4) == 0 {
 					v += time.Duration(20+l.rng.Intn(60)) * time.Millisecond
 				}
-				if l.packets {
-					// Packets leave the shaper at its rate, as
-					// often as it has them.
-					if l.rng.Float64() < out/float64(r) {
-						v += l.mtuWait(float64(r))
-					}
-					if l.queue > 0 || l.rng.Float64() < out/l.cap {
-						v += l.mtuWait(l.cap)
-					}
+				// A probe waits behind the packet being sent at the
+				// shaper (as often as it has one) and at the provider.
+				if l.rng.Float64() < out/float64(r) {
+					v += l.mtuWait(float64(r))
+				}
+				if l.queue > 0 || l.rng.Float64() < out/l.cap {
+					v += l.mtuWait(l.cap)
 				}
 				vs = append(vs, v)
 			}
-			v := vs[0]
-			if l.agg != nil {
-				v = l.agg(vs)
-			}
+			v := slices.Min(vs) // the daemon's reading of a tick
 			in.Readings = append(in.Readings, Reading{Signal: "owd:r" + string(rune('0'+i)), Value: v})
 		}
 	}
 	return in, qd
 }
+
+// probesPerTick is how many probes a lone reflector gets a tick (the
+// daemon's, see probeInterval).
+const probesPerTick = 4
 
 type trace struct {
 	at    []time.Duration
@@ -179,9 +160,8 @@ func newLink(refl int, passive bool) *link { return seededLink(refl, passive, 1)
 func seededLink(refl int, passive bool, seed int64) *link {
 	rng := rand.New(rand.NewSource(seed))
 	return &link{cap: 2e6, buffer: 5 * time.Second, base: 40 * time.Millisecond, refl: refl, passive: passive, noisy: -1, rng: rng,
-		bucket: 3e6 / 20, lag: true,
-		packets: true, probes: 4, agg: slices.Min[[]time.Duration],
-		noise: func() time.Duration { return time.Duration(rng.Intn(2000)) * time.Microsecond }}
+		bucket: 3e6 / 20,
+		noise:  func() time.Duration { return time.Duration(rng.Intn(2000)) * time.Microsecond }}
 }
 
 // stepSchedule is the lab's capped-uplink-varying: 2 → 1 → 3 → 2 Mbit/s
