@@ -158,6 +158,9 @@ type passive struct {
 	conns func() ([]sockets.Socket, error)
 	acked map[string]uint64 // bytes_acked per connection at the last tick
 	last  time.Time
+	// own is the shaper's own queue at each recent tick, for what srtt
+	// still carries of it (see srttMemory).
+	own []point
 }
 
 func newPassive() *passive {
@@ -210,20 +213,68 @@ func (p *passive) read(now time.Time, ownQueue time.Duration) (delay time.Durati
 		return 0, 0, false
 	}
 	slices.Sort(delays)
-	delay = max(delays[(len(delays)-1)/2]-ownQueue, 0)
+	slices.Sort(mss)
+	m := float64(mss[(len(mss)-1)/2])
 	if complete && secs > 0 {
 		// Acknowledged bytes are payload; the shaper's rate counts whole
 		// frames. Each segment of snd_mss bytes carries about 66 more on
 		// the wire (Ethernet, IP, TCP with timestamps).
-		slices.Sort(mss)
-		m := float64(mss[(len(mss)-1)/2])
 		wire := 1.0
 		if m > 0 {
 			wire = (m + 66) / m
 		}
 		delivered = float64(ackedBytes) * 8 / secs * wire
 	}
+	held := p.ownHeld(now, ownQueue, srttMemory(len(delays), m, delivered))
+	delay = max(delays[(len(delays)-1)/2]-held, 0)
 	return delay, delivered, true
+}
+
+// Bounds on srttMemory: a tick, and the longest window ownHeld keeps.
+const (
+	srttMemoryMin = 200 * time.Millisecond
+	srttMemoryMax = 2 * time.Second
+)
+
+// srttMemory is how far back a connection's srtt still carries a delay: it
+// moves 1/8 toward each ACK's RTT sample, and after 8 ACKs a third of a
+// change is still to come (7/8 to the 8th). With delayed ACKs a connection
+// gets one per two segments, so n busy connections sharing rate (bit/s)
+// with segments of mss bytes get 8 ACKs each in 16·n·mss·8/rate: 0.74 s at
+// 1 Mbit/s for the lab's 4 flows, 0.25 s at 3. Unknown rate: the longest.
+func srttMemory(n int, mss, rate float64) time.Duration {
+	if rate <= 0 || mss <= 0 {
+		return srttMemoryMax
+	}
+	d := time.Duration(16 * float64(n) * mss * 8 / rate * float64(time.Second))
+	return min(max(d, srttMemoryMin), srttMemoryMax)
+}
+
+// ownHeld is what the shaper's own queue adds to srtt: the most it was over
+// the srtt's memory, not only now. srtt lags its RTT samples, so a queue
+// the shaper has just drained (the rate rose) is still in it for a while,
+// and taken off at its size now it read as a queue downstream: in the VM's
+// capped-uplink-varying, passive alone, each probe 7 % over a ceiling at a
+// third of the 3 Mbit/s cap read 24 ms within a tick, ended as if it had
+// found the cap, and the rate stayed at 1 Mbit/s for the whole step. The
+// most, not a weighted sum: a queue past the shaper, the one this signal
+// is for, builds while the shaper's own stays empty (the cap drains slower
+// than the shaper), so taking off too much of a past own queue only delays
+// the verdict while srtt forgets it.
+func (p *passive) ownHeld(now time.Time, own, memory time.Duration) time.Duration {
+	p.own = append(p.own, point{now, own})
+	i := 0
+	for i < len(p.own) && now.Sub(p.own[i].at) > srttMemoryMax {
+		i++
+	}
+	p.own = p.own[i:]
+	held := own
+	for _, o := range p.own {
+		if now.Sub(o.at) <= memory {
+			held = max(held, o.delay)
+		}
+	}
+	return held
 }
 
 // loopback reports whether an "ADDR:PORT" is on the loopback network: such

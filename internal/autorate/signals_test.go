@@ -1,8 +1,11 @@
 package autorate
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/sockets"
 )
 
 // A tick's reading of an active signal is its least sample: serialization
@@ -101,5 +104,76 @@ func TestRateHistoryBounded(t *testing.T) {
 	// Five minutes of 200 ms ticks at most, of the run's many changes.
 	if n := len(c.rates); n > int(MinRTTWindow/c.cfg.Tick)+1 || n >= changes {
 		t.Errorf("%d rates kept after %d changes in 20 min, want those of the last %v only", n, changes, MinRTTWindow)
+	}
+}
+
+// srtt still carries the shaper's own queue for a while after the shaper
+// has drained it: the passive signal takes off the most that queue was over
+// srtt's memory, so a rate that rises and drains it reads no queue past the
+// shaper; once srtt has forgotten it, it is taken off at its size now.
+func TestPassiveOwnQueueAsSrttRemembers(t *testing.T) {
+	acked := uint64(0)
+	rtt := uint32(0)
+	p := &passive{acked: map[string]uint64{}, conns: func() ([]sockets.Socket, error) {
+		var ss []sockets.Socket
+		for i := range 4 {
+			b := acked
+			ss = append(ss, sockets.Socket{
+				Local: fmt.Sprintf("10.0.0.1:%d", 40000+i), Remote: "10.0.0.2:5201",
+				SendQ:   30000,
+				TCPInfo: &sockets.TCPInfo{RTTus: rtt, MinRTTus: 40000, SndMSS: 1448, Unacked: 10, BytesAcked: &b},
+			})
+		}
+		return ss, nil
+	}}
+	t0 := time.Unix(1_700_000_000, 0)
+	// 1 Mbit/s over 4 connections, acknowledged at that rate: 8 ACKs a
+	// connection take 0.74 s (srttMemory).
+	step := func(at time.Duration, srttOver, own time.Duration) time.Duration {
+		t.Helper()
+		acked += 1_000_000 / 8 / 4 * 200 / 1000 * 1448 / (1448 + 66)
+		rtt = uint32((40*time.Millisecond + srttOver).Microseconds())
+		d, delivered, ok := p.read(t0.Add(at), own)
+		if !ok {
+			t.Fatalf("at %v: no reading", at)
+		}
+		if at > 0 && (delivered < 0.95e6 || delivered > 1.05e6) {
+			t.Fatalf("at %v: delivered %.0f bit/s, want 1 Mbit/s", at, delivered)
+		}
+		return d
+	}
+	if d := step(0, 30*time.Millisecond, 25*time.Millisecond); d != 5*time.Millisecond {
+		t.Errorf("srtt 30 ms over min_rtt, own queue 25: delay %v, want 5ms", d)
+	}
+	// The rate rose: the shaper drained its queue to 3 ms within the tick,
+	// srtt still holds most of it.
+	if d := step(200*time.Millisecond, 28*time.Millisecond, 3*time.Millisecond); d != 3*time.Millisecond {
+		t.Errorf("own queue drained from 25 to 3 ms, srtt 28 over: delay %v, want 3ms (28 less the 25 srtt still carries)", d)
+	}
+	for at := 400 * time.Millisecond; at < 2*time.Second; at += 200 * time.Millisecond {
+		step(at, 8*time.Millisecond, 3*time.Millisecond)
+	}
+	if d := step(2*time.Second, 9*time.Millisecond, 3*time.Millisecond); d != 6*time.Millisecond {
+		t.Errorf("1.8 s after the drain, srtt 9 over, own 3: delay %v, want 6ms", d)
+	}
+}
+
+func TestSrttMemory(t *testing.T) {
+	for _, c := range []struct {
+		n         int
+		rate      float64
+		want      time.Duration
+		tolerance time.Duration
+	}{
+		{4, 1e6, 741 * time.Millisecond, 2 * time.Millisecond},
+		{4, 3e6, 247 * time.Millisecond, 2 * time.Millisecond},
+		{1, 100e6, srttMemoryMin, 0},
+		{4, 0, srttMemoryMax, 0},
+		{16, 0.5e6, srttMemoryMax, 0},
+	} {
+		got := srttMemory(c.n, 1448, c.rate)
+		if got < c.want-c.tolerance || got > c.want+c.tolerance {
+			t.Errorf("%d connections at %.0f bit/s: memory %v, want %v", c.n, c.rate, got, c.want)
+		}
 	}
 }
