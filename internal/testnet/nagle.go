@@ -43,6 +43,16 @@ while True:
 // NagleAnswer is the size of the server's answer to each request.
 const NagleAnswer = 120
 
+// Unstalled bounds the p50 round trip of a request that no longer waits for
+// the Nagle/delayed-ACK stall. The stall waits for the client's delayed
+// ACK, whose timer is 40 ms at least (TCP_DELACK_MIN), so tests take a p50
+// of 30 ms or more as the stall. Without it a round trip on loopback takes
+// well under a millisecond, but a busy machine adds milliseconds of
+// scheduling to each one: a CPU kept busy in softirq added 1.2 ms to each
+// wakeup on it, and the VM's emulated CPUs, short of host CPU, 8 ms. A
+// quarter of the timer's floor tells the two apart on such a machine too.
+const Unstalled = 10 * time.Millisecond
+
 // NagleServer runs a Python server that answers in two writes without
 // TCP_NODELAY on 127.0.0.1:port inside n until the test ends. Where there
 // is no python3 (the stock-kernel VM holds only the test binaries and a few
