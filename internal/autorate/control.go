@@ -44,15 +44,15 @@ type Config struct {
 	ProbeWaitMax time.Duration
 	// Under a ceiling (the cap estimated at the last cut) the rate holds
 	// Hold under it. Probe is how far over it a probe goes at first (see
-	// calibrate), and Plateau how long the probe holds there before the
-	// cap counts as risen: a provider's token bucket lets an excess
-	// through unseen until the bucket is spent. The plateau lasts until
-	// it has spent twice what the bucket took in since the last cut (at
-	// least Plateau, at most PlateauMax), so a cap that has not moved
-	// shows a queue before it ends, whatever the bucket's size. Twice
-	// rather than once covers a ceiling a few percent under the cap.
-	// Without that rule a plateau read a bucket half refilled as a risen
-	// cap.
+	// calibrate), and Plateau how long the probe holds there at least
+	// before the cap counts as risen: a provider's token bucket lets an
+	// excess through unseen until the bucket is spent. The plateau lasts
+	// until what it sent over the ceiling has spent twice what the bucket
+	// took in since the last cut (at most PlateauMax), so a cap that has
+	// not moved shows a queue before it ends, whatever the bucket's size.
+	// Twice rather than once covers a ceiling a few percent under the
+	// cap. Without that rule a plateau read a bucket half refilled as a
+	// risen cap.
 	Hold, Probe         float64
 	Plateau, PlateauMax time.Duration
 	// IncreaseMax is the per-tick increase while the delay is at the
@@ -228,13 +228,16 @@ type Controller struct {
 	// ceiling is found where it was (see backoff).
 	probeWait time.Duration
 	// probeAt is when the rate went to a probe's plateau over the ceiling
-	// (zero: no probe), and plateau how long it holds there.
-	probeAt time.Time
-	plateau time.Duration
+	// (zero: no probe), and plateauBits what the shaper has sent since.
+	probeAt     time.Time
+	plateauBits float64
 	// Since the last cut and with no queue showing: holdBits were sent
 	// in holdFor, and credit is what a provider's bucket took in meanwhile
 	// at the ceiling (bits), which a plateau must spend twice over.
 	holdBits, holdFor, credit float64
+	// filled is the share of its rate the busy shaper carries, averaged
+	// over the ticks with no queue showing (see fill); 0 until known.
+	filled float64
 	// probe is how far over the ceiling a plateau goes (Config.Probe at
 	// first, see calibrate), outgrew the ceiling the last plateau that found no queue
 	// went over (0 once the climb after it has found the cap).
@@ -432,13 +435,26 @@ func (c *Controller) Step(in Input) Decision {
 			n++
 		}
 	}
-	if d.Delay < c.pol.Threshold/3 && c.probeAt.IsZero() {
+	secs := c.cfg.Tick.Seconds()
+	sent := d.Load * float64(c.rate)
+	switch {
+	case !c.probeAt.IsZero():
+		// What a plateau spends of a provider's bucket is what the
+		// connections really sent, not its rate (see fill).
+		c.plateauBits += sent * secs
+	case d.Delay < c.pol.Threshold/3:
+		if d.Load >= c.cfg.HighLoad {
+			// A few seconds' memory: the share moves with the
+			// connections' count and their windows.
+			if c.filled == 0 {
+				c.filled = d.Load
+			}
+			c.filled += 0.05 * (d.Load - c.filled)
+		}
 		// A hold with no queue showing: what the rate leaves of the
 		// ceiling refills a provider's bucket, which the next plateau
 		// must spend (credit), and what it sends bounds the cap from
 		// below once a plateau finds no queue (see floor).
-		secs := c.cfg.Tick.Seconds()
-		sent := d.Load * float64(c.rate)
 		c.holdBits += sent * secs
 		c.holdFor += secs
 		if c.ceil > 0 {
@@ -713,7 +729,7 @@ func (c *Controller) increase(d *Decision, in Input) {
 	}
 	target := c.bestSafe(d.At)
 	if c.ceil > 0 {
-		target = uint64((1 - c.cfg.Hold) * c.ceil)
+		target = uint64((1 - c.cfg.Hold) * c.ceil / c.fill())
 	}
 	if target > c.rate {
 		d.Rate = target
@@ -731,15 +747,17 @@ func (c *Controller) increase(d *Decision, in Input) {
 			// there. A creep would not tell: a provider's token bucket
 			// lets each small excess through unseen, and the creep would
 			// be far over the cap by the time the bucket ran dry.
-			spend := time.Duration(2 * c.credit / (c.probe * c.ceil) * float64(time.Second))
-			c.probeAt, c.plateau = d.At, min(max(spend, c.cfg.Plateau), c.cfg.PlateauMax)
+			c.probeAt, c.plateauBits = d.At, 0
 			// No lower than the last plateau that found a queue, and
 			// no more than twice Probe over the ceiling: a bound left
-			// by a step down can be far over the cap.
-			d.Rate = uint64(math.Max((1+c.probe)*c.ceil, math.Min(c.upper, (1+2*c.probe)*c.ceil)))
+			// by a step down can be far over the cap. The height is
+			// what the connections are to send: over the share of its
+			// rate they fill.
+			fill := c.fill()
+			d.Rate = uint64(math.Max((1+c.probe)*c.ceil/fill, math.Min(c.upper, (1+2*c.probe)*c.ceil/fill)))
 			d.Direction, d.Reason = "up", "probe"
 			return
-		case d.At.Sub(c.probeAt) < c.plateau:
+		case c.probing(d.At):
 			d.Reason = "probing"
 			return
 		}
@@ -753,7 +771,7 @@ func (c *Controller) increase(d *Decision, in Input) {
 		// floor the climb after it went 50 % over the cap before the
 		// delay showed it, again and again.
 		pl := d.At.Sub(c.probeAt).Seconds()
-		c.floor = (float64(c.rate)*pl + c.holdBits) / (pl + c.holdFor)
+		c.floor = (c.plateauBits + c.holdBits) / (pl + c.holdFor)
 		c.outgrew, c.ceil, c.probeAt, c.bloated, c.upper = c.ceil, 0, time.Time{}, 0, 0
 	}
 	room := 1 - float64(d.Delay)/float64(d.Threshold)
@@ -771,6 +789,39 @@ func (c *Controller) increase(d *Decision, in Input) {
 	}
 	d.Rate = uint64(float64(c.rate)*(1+inc)) + 1
 	d.Direction, d.Reason = "up", "load"
+}
+
+// fill is the share of its rate the busy shaper carries, within [0.8, 1]
+// (1: unknown). The levels under and over a ceiling are what the
+// connections are to send, so the rate is set that much higher. TCP leaves
+// a tbf whose queue holds 20 ms idle now and then: on the lab's host the
+// load at the daemon's changes averaged 0.955. A plateau 5 % over the
+// ceiling sent about the ceiling then, found nothing under a cap that had
+// not moved, and the climb after it overshot (spikes of 46–58 ms at
+// 2 Mbit/s).
+func (c *Controller) fill() float64 {
+	if c.filled == 0 {
+		return 1
+	}
+	return min(max(c.filled, 0.8), 1)
+}
+
+// probing reports whether the plateau that began at probeAt goes on: for
+// Plateau at least, PlateauMax at most, and until what the connections
+// really sent over the ceiling has spent twice the credit. Nor shorter than
+// Probe over the ceiling would take to spend it: a plateau that goes
+// higher (up to the last upper bound) spends it sooner, and ended that
+// soon it left a ceiling a few percent under the cap unseen more often on
+// the model.
+func (c *Controller) probing(now time.Time) bool {
+	el := now.Sub(c.probeAt)
+	switch {
+	case el < c.cfg.Plateau:
+		return true
+	case el >= c.cfg.PlateauMax:
+		return false
+	}
+	return c.plateauBits-c.ceil*el.Seconds() < 2*c.credit || el.Seconds() < 2*c.credit/(c.probe*c.ceil)
 }
 
 // calibrate sets the plateaus' height from what the last one found, at a

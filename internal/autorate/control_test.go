@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -24,16 +26,21 @@ type link struct {
 	sent           uint64        // bytes through the shaper
 	srtt           float64       // the passive signal's smoothing, seconds
 	demand         float64       // 0: always backlogged; else the host's offered load (bit/s)
-	noise          func() time.Duration
-	lost           bool // reflectors stop answering
-	noisy          int  // index of a reflector that adds spikes
-	rng            *rand.Rand
-	refl           int // reflectors
-	passive        bool
+	// fill is the least share of its rate the shaper carries in a tick
+	// (uniform from fill to 1; 0: all of it): TCP behind a tbf whose
+	// queue holds 20 ms leaves it idle now and then (see tbfFill).
+	fill    float64
+	noise   func() time.Duration
+	lost    bool // reflectors stop answering
+	noisy   int  // index of a reflector that adds spikes
+	rng     *rand.Rand
+	refl    int // reflectors
+	passive bool
 	// past holds the last ticks' queue delays: a probe reads the queue
 	// as it was when it was sent.
 	past   []time.Duration
 	minSer float64 // the least serialization time seen (min_rtt's part), s
+	out    float64 // what the shaper carried in the last tick, bit/s
 }
 
 // mtuWait is a random wait behind one 1514-byte packet at rate (bit/s).
@@ -48,6 +55,10 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 	if l.demand > 0 {
 		out = math.Min(out, l.demand)
 	}
+	if l.fill > 0 {
+		out *= l.fill + (1-l.fill)*l.rng.Float64()
+	}
+	l.out = out
 	secs := dt.Seconds()
 	l.sent += uint64(out * secs / 8)
 	avail := l.cap*secs + l.tokens
@@ -124,6 +135,7 @@ type trace struct {
 	at    []time.Duration
 	rate  []uint64
 	cap   []float64
+	out   []float64 // what the shaper carried
 	delay []time.Duration
 	dec   []Decision
 }
@@ -144,6 +156,7 @@ func run(t *testing.T, c *Controller, l *link, d time.Duration, change func(time
 		tr.at = append(tr.at, el)
 		tr.rate = append(tr.rate, dec.Rate)
 		tr.cap = append(tr.cap, l.cap)
+		tr.out = append(tr.out, l.out)
 		tr.delay = append(tr.delay, qd)
 		tr.dec = append(tr.dec, dec)
 	}
@@ -203,7 +216,7 @@ func measure(tr *trace) figures {
 				continue
 			}
 			c := tr.cap[i]
-			got += math.Min(float64(tr.rate[i]), c)
+			got += math.Min(tr.out[i], c)
 			capSum += c
 			if f.conv[s] < 0 && math.Abs(float64(tr.rate[i])-c)/c <= 0.10 {
 				f.conv[s] = at - time.Duration(s)*step
@@ -255,21 +268,43 @@ func (f figures) misses(b bounds) []string {
 // guard bounds the worst of the seeds (see checkSeeds): a change that
 // loses badly on any one of them fails here even when the median holds.
 // Measured on the model with the provider's bucket, the probes' lag and the
-// ACK clock's scatter, with margin: queue p99 41 ms with the lab's
-// reflector and passive signal, 96 ms passive alone, 46 and 32 ms with one
-// and three reflectors alone; goodput ≥ 79 %, 6.4 s down and 11.2 s up at
-// worst, rsd up to 13.9 %.
+// ACK clock's scatter, with margin: queue p99 42 ms with the lab's
+// reflector and passive signal, 49 ms passive alone, 60 and 70 ms with one
+// and three reflectors alone; goodput ≥ 75 %, 5.4 s down and 12.8 s up at
+// worst, rsd up to 11.6 %.
 var guard = bounds{p99: 120 * time.Millisecond, share: 0.75, down: 8 * time.Second, up: 14 * time.Second, rsd: 0.18}
 
 // withPassive and passiveAlone bound the median where the passive signal
 // takes part, measured with margin: it carries the ACK clock's scatter into
 // the cuts' estimates of the cap (what the connections got acknowledged in
 // one tick read 0.79–1.06 of the cap on the lab's host), and srtt's
-// smoothing into the delay. Measured medians: queue p99 30.6 ms with the
-// lab's reflector, 38.2 ms passive alone; goodput 84 % in the step up (the
-// rate climbs 6 % a tick at most: faster, the delay rose, 34 ms at 8 %);
-// rsd 6.4 % and 7.2 %; every other target met. Where the median misses a
-// target it is logged (issue 14).
+// smoothing into the delay. Measured medians of 20 draws: queue p99 33.3 ms
+// with the lab's reflector, 39.1 ms passive alone (31.2 and 39.1 over 60
+// draws); goodput 86 %; rsd 5.7 % and 6.7 %; every other target met. Where
+// the median misses a target it is logged (issue 14).
+// tbfFill is the model's fill behind a tbf: on the lab's host the load at
+// the daemon's changes averaged 0.955, a tick's from 0.8 to 1.05 (0.99 in
+// the VM, behind cake).
+const tbfFill = 0.91
+
+// behindTbf bounds the median where the connections leave the shaper idle
+// now and then (tbfFill), measured with margin. Measured medians over 60
+// draws: queue p99 31.7 ms with the lab's reflector and passive signal,
+// 37.9 passive alone, 30.7 and 30.1 with one and three reflectors alone;
+// goodput 82–86 %; rsd 6.4–7.6 %. With levels set at the rate rather than
+// at what the connections send (the law before Controller.fill), the
+// reflectors alone read 38.1 and 36.0 ms.
+var behindTbf = bounds{p99: 42 * time.Millisecond, share: 0.80, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.085}
+
+// guardTbf is guard behind a tbf: the worst draw's goodput read 73 % there.
+var guardTbf = bounds{p99: guard.p99, share: 0.70, down: guard.down, up: guard.up, rsd: guard.rsd}
+
+// oneReflector is the targets but for the rate's stability: with one
+// reflector alone the median rsd sits at the target's edge, 4.8 % to 5.0 %
+// from one change of the law to the next (a plateau a tick longer moves
+// it). The bound is 5.5 %; a miss of the target is logged.
+var oneReflector = bounds{p99: targets.p99, share: targets.share, down: targets.down, up: targets.up, rsd: 0.055}
+
 var (
 	withPassive  = bounds{p99: 40 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.07}
 	passiveAlone = bounds{p99: 45 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.075}
@@ -277,15 +312,24 @@ var (
 
 // seeds is how many draws of the model's noise each step-schedule test
 // runs: one run is one sample, as in the lab.
-const seeds = 20
+// seeds is how many draws of the model's noise a figure's median is taken
+// over; LOWLAT_AUTORATE_SEEDS sets more when tuning (medians of 20 draws
+// move by a few ms from one change to the next).
+var seeds = 20
+
+func init() {
+	if n, err := strconv.Atoi(os.Getenv("LOWLAT_AUTORATE_SEEDS")); err == nil && n > 0 {
+		seeds = n
+	}
+}
 
 // checkSeeds runs the step schedule over seeds draws of the model's noise
 // and scatter. The median of each figure must stay within median (the
 // issue's targets where the lab runs the configuration), and its misses of
 // the targets are logged; the worst must stay within the guard.
-func checkSeeds(t *testing.T, p Policy, refl int, passive bool, median bounds) {
+func checkSeeds(t *testing.T, p Policy, refl int, passive bool, fill float64, median, guard bounds) {
 	t.Helper()
-	med, worst := summarize(sample(t, p, refl, passive, nil))
+	med, worst := summarize(sample(t, p, refl, passive, func(l *link) { l.fill = fill }))
 	for _, m := range med.misses(median) {
 		t.Errorf("median of %d seeds: %s", seeds, m)
 	}
@@ -308,7 +352,7 @@ func checkSeeds(t *testing.T, p Policy, refl int, passive bool, median bounds) {
 // scatter; tweak, when given, changes each link first.
 func sample(t *testing.T, p Policy, refl int, passive bool, tweak func(*link)) []figures {
 	var all []figures
-	for seed := int64(1); seed <= seeds; seed++ {
+	for seed := int64(1); seed <= int64(seeds); seed++ {
 		l := seededLink(refl, passive, seed)
 		if tweak != nil {
 			tweak(l)
@@ -366,22 +410,32 @@ func relStd(v []float64) float64 {
 // bucket: one reflector and the passive signal (the lab's
 // autorate-reflector), the passive signal alone (autorate-passive), and
 // reflectors alone, one and three.
+//
+// Behind cake the connections keep the shaper busy (fill 0: the VM's loads
+// averaged 0.99); behind a tbf whose queue holds 20 ms they leave it idle
+// now and then (tbfFill).
 func TestStepSchedule(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		refl    int
 		passive bool
+		fill    float64
 		median  bounds
+		guard   bounds
 	}{
-		{"reflector and passive", 1, true, withPassive},
-		{"passive alone", 0, true, passiveAlone},
-		{"one reflector alone", 1, false, targets},
-		{"three reflectors alone", 3, false, targets},
+		{"reflector and passive", 1, true, 0, withPassive, guard},
+		{"passive alone", 0, true, 0, passiveAlone, guard},
+		{"one reflector alone", 1, false, 0, oneReflector, guard},
+		{"three reflectors alone", 3, false, 0, targets, guard},
+		{"tbf: reflector and passive", 1, true, tbfFill, behindTbf, guardTbf},
+		{"tbf: passive alone", 0, true, tbfFill, behindTbf, guardTbf},
+		{"tbf: one reflector alone", 1, false, tbfFill, behindTbf, guardTbf},
+		{"tbf: three reflectors alone", 3, false, tbfFill, behindTbf, guardTbf},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := policy()
 			p.Reflectors, p.Passive = p.Reflectors[:tt.refl], tt.passive
-			checkSeeds(t, p, tt.refl, tt.passive, tt.median)
+			checkSeeds(t, p, tt.refl, tt.passive, tt.fill, tt.median, tt.guard)
 		})
 	}
 }
@@ -414,25 +468,37 @@ func TestReflectorLossHolds(t *testing.T) {
 // With the reflectors gone and the passive signal clean, the rate holds on
 // the passive signal and never drops to the minimum.
 func TestReflectorLossPassiveCarries(t *testing.T) {
-	c := NewController(policy(), DefaultConfig())
-	tr := run(t, c, newLink(3, true), 60*time.Second, func(el time.Duration, l *link) { l.lost = el >= 20*time.Second })
-	lowest, c0 := uint64(math.MaxUint64), c.pol.Min
-	var after []time.Duration
-	for i, at := range tr.at {
-		if at >= 25*time.Second {
-			lowest = min(lowest, tr.rate[i])
-			after = append(after, tr.delay[i])
+	var p99s []time.Duration
+	var lows []uint64
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		c := NewController(policy(), DefaultConfig())
+		tr := run(t, c, seededLink(3, true, seed), 60*time.Second, func(el time.Duration, l *link) { l.lost = el >= 20*time.Second })
+		lowest := uint64(math.MaxUint64)
+		var after []time.Duration
+		for i, at := range tr.at {
+			if at >= 25*time.Second {
+				lowest = min(lowest, tr.rate[i])
+				after = append(after, tr.delay[i])
+			}
 		}
+		// Never at --min, in any draw.
+		if lowest <= c.pol.Min || lowest < 1_500_000 {
+			t.Errorf("seed %d: lowest rate %d after the reflectors went: want 75 %% of the 2 Mbit/s cap at worst, never --min", seed, lowest)
+		}
+		lows = append(lows, lowest)
+		p99s = append(p99s, pct(after, 0.99))
 	}
-	t.Logf("after the reflectors went: lowest rate %d, queue p99 %v", lowest, pct(after, 0.99))
-	// The lab's outage expectation: the rate stays at 80 % of the cap or
-	// more, never at --min; the queue's p99 within the passive signal's
-	// measured bound (withPassive).
-	if lowest < 1_600_000 || lowest <= c0 {
-		t.Errorf("lowest rate %d after the reflectors went: want ≥ 80 %% of the 2 Mbit/s cap", lowest)
+	// The lab's outage expectation over the draws' median: the rate stays
+	// at 80 % of the cap or more; the queue's p99 within the passive
+	// signal's measured bound (withPassive).
+	slices.Sort(lows)
+	med, low := pct(p99s, 0.5), lows[len(lows)/2]
+	t.Logf("after the reflectors went, over %d draws: lowest rate median %d, worst %d; queue p99 median %v, worst %v", seeds, low, lows[0], med, pct(p99s, 1))
+	if low < 1_600_000 {
+		t.Errorf("median lowest rate %d after the reflectors went: want ≥ 80 %% of the 2 Mbit/s cap", low)
 	}
-	if p := pct(after, 0.99); p > withPassive.p99 {
-		t.Errorf("queue p99 %v after the reflectors went, want ≤ %v", p, withPassive.p99)
+	if med > withPassive.p99 {
+		t.Errorf("median queue p99 %v after the reflectors went, want ≤ %v", med, withPassive.p99)
 	}
 }
 

@@ -11,6 +11,8 @@ type feeder struct {
 	c    *Controller
 	at   time.Time
 	sent uint64
+	// fill is the share of the rate the connections send (0: all of it).
+	fill float64
 }
 
 func newFeeder(t *testing.T) *feeder {
@@ -22,7 +24,11 @@ func newFeeder(t *testing.T) *feeder {
 
 func (f *feeder) step(delay time.Duration) Decision {
 	f.at = f.at.Add(f.c.cfg.Tick)
-	f.sent += uint64(float64(f.c.Rate()) * f.c.cfg.Tick.Seconds() / 8)
+	fill := f.fill
+	if fill == 0 {
+		fill = 1
+	}
+	f.sent += uint64(fill * float64(f.c.Rate()) * f.c.cfg.Tick.Seconds() / 8)
 	return f.c.Step(Input{At: f.at, SentBytes: f.sent, Readings: []Reading{{Signal: "owd:a:1", Value: 20*time.Millisecond + delay}}})
 }
 
@@ -69,5 +75,59 @@ func TestRateAt(t *testing.T) {
 		if got := c.rateAt(t0.Add(tt.at)); got != tt.want {
 			t.Errorf("rateAt(%v) = %d, want %d", tt.at, got, tt.want)
 		}
+	}
+}
+
+// Connections that fill 90 % of the shaper's rate: the hold under a ceiling
+// and the plateau over it are what they send, so the rate goes that much
+// higher; the plateau lasts until what they really sent over the ceiling
+// has spent twice the credit, and the floor it proves is what they sent,
+// not the rate.
+func TestPlateauIsWhatTheConnectionsSend(t *testing.T) {
+	f := newFeeder(t)
+	f.fill = 0.9
+	for range 5 {
+		f.step(0)
+	}
+	const ceil = 1_800_000.0
+	// A cut under the ceiling a while ago.
+	f.c.ceil, f.c.lastDecrease, f.c.rate = ceil, f.at.Add(-time.Minute), 1_500_000
+	var probe Decision
+	held := false
+	for range 100 {
+		d := f.step(0)
+		if d.Reason == "recover" {
+			held = true
+			if got, want := 0.9*float64(d.Rate), (1-f.c.cfg.Hold)*ceil; got < 0.99*want || got > 1.01*want {
+				t.Errorf("the hold under %.0f sends %.0f bit/s at a fill of 0.9, want %.0f", ceil, got, want)
+			}
+		}
+		if d.Reason == "probe" {
+			probe = d
+			break
+		}
+	}
+	if !held || probe.Reason != "probe" {
+		t.Fatalf("no hold and probe over the ceiling in 20 s")
+	}
+	if got, want := 0.9*float64(probe.Rate), (1+f.c.cfg.Probe)*ceil; got < 0.99*want || got > 1.01*want {
+		t.Errorf("the plateau sends %.0f bit/s at a fill of 0.9, want %.0f (Probe over the ceiling)", got, want)
+	}
+	credit := f.c.credit
+	start := f.at
+	var end Decision
+	for range 100 {
+		if end = f.step(0); end.Reason != "probing" {
+			break
+		}
+	}
+	el := f.at.Sub(start).Seconds()
+	// The ticks after the probe's were sent at its rate.
+	sent := 0.9 * float64(probe.Rate) * el
+	if sent-ceil*el < 2*credit && el < f.c.cfg.PlateauMax.Seconds() {
+		t.Errorf("the plateau ended after %.1f s, having sent %.0f bits over the ceiling, want twice the credit %.0f", el, sent-ceil*el, credit)
+	}
+	if f.c.floor > 0.9*float64(probe.Rate)*1.001 {
+		t.Errorf("the floor after a clean plateau is %.0f, over what the connections sent (%.0f)", f.c.floor, 0.9*float64(probe.Rate))
 	}
 }
