@@ -731,7 +731,10 @@ func (c *Controller) increase(d *Decision, in Input) {
 	if c.ceil > 0 {
 		target = uint64((1 - c.cfg.Hold) * c.ceil / c.fill())
 	}
-	if target > c.rate {
+	// More than a hair under it: the share the connections fill moves a
+	// little every tick, and so does the hold's level; followed to the
+	// bit, the rate changed every tick by a few hundred bit/s.
+	if float64(target) > 1.005*float64(c.rate) {
 		d.Rate = target
 		d.Direction, d.Reason = "up", "recover"
 		return
