@@ -812,10 +812,10 @@ func (c *Controller) fill() float64 {
 // probing reports whether the plateau that began at probeAt goes on: for
 // Plateau at least, PlateauMax at most, and until what the connections
 // really sent over the ceiling has spent twice the credit. Nor shorter than
-// Probe over the ceiling would take to spend it: a plateau that goes
-// higher (up to the last upper bound) spends it sooner, and ended that
-// soon it left a ceiling a few percent under the cap unseen more often on
-// the model.
+// Probe over the ceiling would take to spend it, the plateau's length
+// before it counted what was sent: a plateau that goes higher (up to the
+// last upper bound) spends the credit sooner, but a ceiling a few percent
+// under the cap takes the same time to show.
 func (c *Controller) probing(now time.Time) bool {
 	el := now.Sub(c.probeAt)
 	switch {
