@@ -23,10 +23,14 @@ BIN := bin/lowlat
 # monitor, lint its metrics and run its rules' unit tests, lintian and rpm to
 # check the packages 'make package' builds, ansible-core, ansible-lint,
 # python3-apt and openssh-server (sshd runs only in test namespaces) for the
-# Ansible collection's fleet test.
+# Ansible collection's fleet test, mtr-tiny for the path-hops lab scenario
+# (mtr beside lowlat probe path), fping and netbase (/etc/protocols) for
+# cake-autorate, the peer that bench/autorate runs beside lowlat autorate and
+# whose lab variants the tests check.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
-	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny
+	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny \
+	fping netbase
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).
@@ -40,7 +44,7 @@ VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./inte
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest bench bench-lab clean
+.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest bench bench-lab bench-autorate clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -138,6 +142,10 @@ bench: build
 # The lab's scenarios on this host and in the VM, with figures (~12 min, root).
 bench-lab: build
 	bash bench/lab/run.sh
+
+# lowlat autorate beside cake-autorate (fetched from GitHub) in the VM (~15 min, root).
+bench-autorate: build
+	bash bench/autorate/run.sh
 
 clean:
 	rm -rf bin

@@ -185,6 +185,8 @@ type labRunOptions struct {
 	variants listFlag
 	quiet    bool
 	scale    float64
+	// cakeAutorate is a cake-autorate checkout, for its peer variants.
+	cakeAutorate string
 }
 
 func newLabRunCmd(env *Env) *cobra.Command {
@@ -201,6 +203,7 @@ func newLabRunCmd(env *Env) *cobra.Command {
 	f.Var(&o.variants, "variant", "run only this `variant` (repeatable; the baseline always runs)")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	f.Float64Var(&o.scale, "scale", 1, "multiply every measurement's duration by `X` (0.3..3)")
+	f.StringVar(&o.cakeAutorate, "cake-autorate", "", "a cake-autorate checkout `DIR`, for the variants that run it beside lowlat autorate (named with --variant)")
 	return cmd
 }
 
@@ -221,7 +224,7 @@ func runLabRun(ctx context.Context, env *Env, o *labRunOptions, args []string) e
 		envName = env.Getenv("LOWLAT_LAB_ENV")
 	}
 	pr := newLabProgress(env, o.quiet)
-	res, err := lab.Run(ctx, args[0], lab.Options{ID: o.id, Variants: o.variants, Progress: pr.step, Environment: envName, Scale: o.scale})
+	res, err := lab.Run(ctx, args[0], lab.Options{ID: o.id, Variants: o.variants, Progress: pr.step, Environment: envName, Scale: o.scale, CakeAutorate: o.cakeAutorate})
 	pr.stop()
 	if err != nil {
 		return labErr(err)

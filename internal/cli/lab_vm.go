@@ -27,6 +27,8 @@ type labVMOptions struct {
 	quiet    bool
 	variants listFlag
 	scale    float64
+	// cakeAutorate is a cake-autorate checkout, for its peer variants.
+	cakeAutorate string
 }
 
 func newLabVMCmd(env *Env) *cobra.Command {
@@ -47,6 +49,7 @@ func newLabVMCmd(env *Env) *cobra.Command {
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	f.Var(&o.variants, "variant", "run only this `variant` (repeatable; the baseline always runs)")
 	f.Float64Var(&o.scale, "scale", 1, "multiply every measurement's duration by `X` (0.3..3)")
+	f.StringVar(&o.cakeAutorate, "cake-autorate", "", "a cake-autorate checkout `DIR`, copied into the guest with bash, fping and tc, for the variants that run it beside lowlat autorate (named with --variant)")
 	return cmd
 }
 
@@ -73,7 +76,7 @@ func runLabVM(ctx context.Context, env *Env, o *labVMOptions, args []string) err
 	}
 	res, _, err := lab.RunInVM(ctx, args[0], lab.VMOptions{
 		Kernel: o.kernel, Modules: o.modules, Initrd: o.initrd,
-		Variants: o.variants, Scale: o.scale, Timeout: o.timeout,
+		Variants: o.variants, Scale: o.scale, Timeout: o.timeout, CakeAutorate: o.cakeAutorate,
 		Console: cons, Log: logw,
 	})
 	switch {

@@ -21,6 +21,9 @@ type Options struct {
 	// (App.OwnProcess); empty means this executable, which is lowlat when
 	// "lowlat lab" runs (a test binary must name one).
 	Lowlat string
+	// CakeAutorate is a cake-autorate checkout (the directory holding
+	// cake-autorate.sh), for variants whose autorate is that peer.
+	CakeAutorate string
 }
 
 func (o *Options) dur(d time.Duration) time.Duration {

@@ -71,6 +71,13 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("lab: scenario %s has no variant %q (it has: %s)", name, v, strings.Join(names, ", "))
 		}
 	}
+	for _, v := range sc.Variants {
+		if slices.Contains(opts.Variants, v.Name) && v.OnlyNamed() {
+			if err := checkPeer(v.Autorate, opts.CakeAutorate); err != nil {
+				return nil, fmt.Errorf("lab: variant %s: %w", v.Name, err)
+			}
+		}
+	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("lab run: %w", errNotRoot)
 	}
@@ -144,13 +151,7 @@ func run(ctx context.Context, sc *Scenario, st *state, opts *Options) (res *Resu
 	if err := st.save(); err != nil {
 		return nil, err
 	}
-	var variants []*Variant
-	for i := range sc.Variants {
-		v := &sc.Variants[i]
-		if i == 0 || len(opts.Variants) == 0 || slices.Contains(opts.Variants, v.Name) {
-			variants = append(variants, v)
-		}
-	}
+	variants := sc.selected(opts.Variants)
 	res = &Result{
 		Scenario: sc.Name, Runbook: sc.Runbook, Title: sc.Title,
 		Kernel:      KernelInfo{Version: kernelRelease(), Missing: []string{}},

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -76,7 +78,19 @@ type AutorateRun struct {
 	// KillReflectorAt kills autorate's reflector this far into the loaded
 	// phase (scaled with the run; 0: never).
 	KillReflectorAt time.Duration
+	// Peer runs another tool in lowlat autorate's place on the same shaper,
+	// for a figure side by side: PeerCakeAutorate. Such a variant runs only
+	// when named (--variant): the tool is not lowlat's to ship.
+	Peer string
+	// PeerConfig are settings of the peer's configuration, beyond those the
+	// lab gives it (interfaces, rates, reflector, probe rate).
+	PeerConfig map[string]string
 }
+
+// PeerCakeAutorate is cake-autorate (github.com/lynxthecat/cake-autorate),
+// run from a checkout (Options.CakeAutorate) with bash and fping, pinging
+// the server with ICMP echo at lowlat's probe budget (20 Hz).
+const PeerCakeAutorate = "cake-autorate"
 
 // args is the autorate command line.
 func (a *AutorateRun) args() []string {
@@ -88,7 +102,20 @@ func (a *AutorateRun) args() []string {
 }
 
 // String is the command for reports.
-func (a *AutorateRun) String() string { return "lowlat " + strings.Join(a.args(), " ") }
+func (a *AutorateRun) String() string {
+	if a.Peer == "" {
+		return "lowlat " + strings.Join(a.args(), " ")
+	}
+	var sets []string
+	for _, k := range slices.Sorted(maps.Keys(a.PeerConfig)) {
+		sets = append(sets, k+"="+a.PeerConfig[k])
+	}
+	s := fmt.Sprintf("%s on %s, %s..%s, fping to %s every 50 ms", a.Peer, ClientIf, a.Min, a.Max, ServerAddr)
+	if len(sets) > 0 {
+		s += ", " + strings.Join(sets, " ")
+	}
+	return s
+}
 
 // AutorateReflectorPort is the port of autorate's own reflector.
 const AutorateReflectorPort = 7432
@@ -163,6 +190,23 @@ func (f *Fix) String() string {
 	fmt.Fprintf(&b, " --iface %s, in the %s namespace", f.Iface(), f.Side)
 	return b.String()
 }
+
+// selected are the variants a run with these names runs: the baseline, and
+// the named ones, or with no names every one not OnlyNamed.
+func (sc *Scenario) selected(names []string) []*Variant {
+	var vs []*Variant
+	for i := range sc.Variants {
+		v := &sc.Variants[i]
+		if i == 0 || (len(names) == 0 && !v.OnlyNamed()) || slices.Contains(names, v.Name) {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// OnlyNamed reports whether the variant runs only when named: it runs a
+// peer tool that lowlat does not ship.
+func (v *Variant) OnlyNamed() bool { return v.Autorate != nil && v.Autorate.Peer != "" }
 
 // fixString describes a variant's change.
 func (v *Variant) fixString() string {

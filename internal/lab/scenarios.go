@@ -389,6 +389,14 @@ func init() {
 				Fix:      capped(),
 				Autorate: &AutorateRun{Passive: true, Min: "500kbit", Max: "4mbit"},
 				Expect:   autorateExpect},
+			// The peer: the same targets show in the table, but are not
+			// lowlat's to meet.
+			{Name: "cake-autorate", Desc: "capped-uplink, then cake-autorate (its defaults: 30 ms over the baseline of half the echo RTT) pinging the server 20 times a second; runs only when named, from --cake-autorate DIR, on cake",
+				Fix:      capped(),
+				Autorate: &AutorateRun{Peer: PeerCakeAutorate, Min: "500kbit", Max: "4mbit"}},
+			{Name: "cake-autorate-15ms", Desc: "cake-autorate as above, its threshold at lowlat's: 15 ms of RTT (7.5 ms of half the echo RTT)",
+				Fix:      capped(),
+				Autorate: &AutorateRun{Peer: PeerCakeAutorate, Min: "500kbit", Max: "4mbit", PeerConfig: map[string]string{"ul_owd_delta_delay_thr_ms": "7.5"}}},
 		},
 	})
 }

@@ -53,8 +53,12 @@ func measureVarying(e *env, vr *VariantResult) error {
 
 	var ar *autorateChild
 	if a := e.v.Autorate; a != nil {
+		start := startAutorate
+		if a.Peer != "" {
+			start = startCakeAutorate
+		}
 		var err error
-		if ar, err = startAutorate(e, a); err != nil {
+		if ar, err = start(e, a); err != nil {
 			return err
 		}
 		defer ar.stop()
@@ -341,6 +345,9 @@ type autorateChild struct {
 	killedRefl time.Time
 	// done is closed when the process has exited, err then set.
 	done chan struct{}
+	// summarize turns the log's lines into the variant's "autorate"
+	// metrics; lowlat's own when nil.
+	summarize func(lines []string) map[string]any
 }
 
 // startAutorate starts autorate's reflector (when the variant has one) and
@@ -431,22 +438,35 @@ func (c *autorateChild) stop() map[string]any {
 			<-c.done
 			c.err = errors.New("autorate did not stop within 10 s of SIGTERM")
 		}
+		// Whatever the daemon started (a peer's pingers) goes with it.
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		c.log.Close()
 		c.killReflector()
-		b, _ := os.ReadFile(c.logPath)
-		adj := map[string]int{}
-		var lines []string
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if _, rest, ok := strings.Cut(l, ": "); ok {
-				if k, _, ok := strings.Cut(rest, " "); ok && strings.Contains(k, "/") && strings.Contains(rest, " -> ") {
-					adj[k]++
-				}
-			}
-			lines = append(lines, l)
+		var b []byte
+		for _, p := range c.logFiles() {
+			more, _ := os.ReadFile(p)
+			b = append(b, more...)
 		}
-		c.summary = map[string]any{"adjustments": adj, "log": lines}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if c.summarize == nil {
+			c.summarize = lowlatSummary
+		}
+		c.summary = c.summarize(lines)
 	})
 	return c.summary
+}
+
+// lowlatSummary counts lowlat autorate's adjustments by direction/reason.
+func lowlatSummary(lines []string) map[string]any {
+	adj := map[string]int{}
+	for _, l := range lines {
+		if _, rest, ok := strings.Cut(l, ": "); ok {
+			if k, _, ok := strings.Cut(rest, " "); ok && strings.Contains(k, "/") && strings.Contains(rest, " -> ") {
+				adj[k]++
+			}
+		}
+	}
+	return map[string]any{"adjustments": adj, "log": lines}
 }
 
 // exitErr turns the daemon's exit into an error: SIGTERM's clean exit is
@@ -463,4 +483,13 @@ func tail(path string) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(len(lines)-3, 0):], " | ")
+}
+
+// logFiles are the daemon's log files, oldest first: a peer rotates its
+// log at start (cake-autorate keeps the one before as .old).
+func (c *autorateChild) logFiles() []string {
+	if c.summarize == nil {
+		return []string{c.logPath}
+	}
+	return []string{c.logPath + ".old", c.logPath, c.log.Name()}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -35,7 +36,13 @@ type VMOptions struct {
 	Console, Log io.Writer
 	// WorkDir keeps the initramfs there (removed with the run's state).
 	WorkDir string
+	// CakeAutorate is a cake-autorate checkout, copied into the guest at
+	// the same path with bash, fping and tc (Options.CakeAutorate).
+	CakeAutorate string
 }
+
+// guestCakeAutorate is where a cake-autorate checkout goes in the guest.
+const guestCakeAutorate = "/opt/cake-autorate"
 
 // ErrVMNoResult: the guest ran but wrote no result file.
 var ErrVMNoResult = errors.New("the scenario in the VM wrote no result")
@@ -55,6 +62,9 @@ func guestScript(exe, name string, o VMOptions) string {
 	}
 	if o.Scale > 0 && o.Scale != 1 {
 		args = append(args, "--scale", fmt.Sprint(o.Scale))
+	}
+	if o.CakeAutorate != "" {
+		args = append(args, "--cake-autorate", o.CakeAutorate)
 	}
 	b.WriteString("exec")
 	for _, a := range args {
@@ -134,6 +144,23 @@ func RunInVM(ctx context.Context, name string, o VMOptions) (*Result, *vm.Result
 			}
 			cfg.HostBinaries = append(cfg.HostBinaries, p)
 		}
+	}
+	if o.CakeAutorate != "" {
+		abs, err := filepath.Abs(o.CakeAutorate)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lab vm: --cake-autorate: %w", err)
+		}
+		if err := checkPeer(&AutorateRun{Peer: PeerCakeAutorate}, abs); err != nil {
+			return nil, nil, fmt.Errorf("lab vm: %w", err)
+		}
+		bins, _ := peerBinaries()
+		cfg.HostBinaries = append(cfg.HostBinaries, bins...)
+		// fping looks up "icmp" there, and without it exits at once, silently
+		// under cake-autorate.
+		cfg.HostFiles = append(cfg.HostFiles, "/etc/protocols")
+		// Not at its host path: the guest's /tmp is a tmpfs of its own.
+		cfg.Files = append(cfg.Files, vm.File{Path: guestCakeAutorate, Source: abs})
+		o.CakeAutorate = guestCakeAutorate
 	}
 	if _, err := exec.LookPath("busybox"); err != nil {
 		if _, err := os.Stat("/bin/busybox"); err != nil {

@@ -57,6 +57,9 @@ func initScript(p initParams) (string, error) {
 	w("mkdir -p /dev/pts /dev/shm /sys/fs/cgroup /sys/fs/bpf")
 	w("mount -t devpts devpts /dev/pts")
 	w("mount -t tmpfs -o mode=1777 tmpfs /dev/shm")
+	// What udev would link: bash's process substitution opens /dev/fd/N.
+	w("ln -sf /proc/self/fd /dev/fd")
+	w("ln -sf /proc/self/fd/0 /dev/stdin; ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr")
 	w("mount -t tmpfs -o mode=1777 tmpfs /tmp")
 	w("mount -t tmpfs -o mode=0755 tmpfs /run")
 	w("mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null")
