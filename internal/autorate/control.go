@@ -443,7 +443,7 @@ func (c *Controller) Step(in Input) Decision {
 		// connections really sent, not its rate (see fill).
 		c.plateauBits += sent * secs
 	case d.Delay < c.pol.Threshold/3:
-		if d.Load >= c.cfg.HighLoad {
+		if d.Load >= c.cfg.HighLoad && c.settled(in.At) {
 			// A few seconds' memory: the share moves with the
 			// connections' count and their windows.
 			if c.filled == 0 {
@@ -807,6 +807,16 @@ func (c *Controller) fill() float64 {
 		return 1
 	}
 	return min(max(c.filled, 0.8), 1)
+}
+
+// settled reports whether the rate has held long enough (three ticks) for
+// the connections to fill it: a tick's load just after a change is the
+// connections catching up, not the share they leave idle. Taken from the
+// first ticks of the VM's run, while the rate climbed, the share read 0.9
+// behind cake, which idles at no rate: the hold after the first cut went
+// 9 % over the ceiling, and bloated again within a second.
+func (c *Controller) settled(now time.Time) bool {
+	return len(c.rates) > 0 && now.Sub(c.rates[len(c.rates)-1].at) >= 3*c.cfg.Tick
 }
 
 // probing reports whether the plateau that began at probeAt goes on: for

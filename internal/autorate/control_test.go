@@ -278,8 +278,10 @@ func (f figures) misses(b bounds) []string {
 // ACK clock's scatter, with margin: queue p99 42 ms with the lab's
 // reflector and passive signal, 49 ms passive alone, 60 and 70 ms with one
 // and three reflectors alone; goodput ≥ 75 %, 5.4 s down and 12.8 s up at
-// worst, rsd up to 11.6 %.
-var guard = bounds{p99: 120 * time.Millisecond, share: 0.75, down: 8 * time.Second, up: 14 * time.Second, rsd: 0.18}
+// worst, rsd up to 11.6 %. Over 60 draws one draw of the lab's reflector
+// and passive signal reads 10.8 s down, with the share of the rate read
+// at any tick (the law before Controller.settled) as after: 11 s.
+var guard = bounds{p99: 120 * time.Millisecond, share: 0.75, down: 11 * time.Second, up: 14 * time.Second, rsd: 0.18}
 
 // withPassive and passiveAlone bound the median where the passive signal
 // takes part, measured with margin: it carries the ACK clock's scatter into

@@ -90,8 +90,14 @@ func TestPlateauIsWhatTheConnectionsSend(t *testing.T) {
 		f.step(0)
 	}
 	const ceil = 1_800_000.0
-	// A cut under the ceiling a while ago.
-	f.c.ceil, f.c.lastDecrease, f.c.rate = ceil, f.at.Add(-time.Minute), 1_500_000
+	// A hold under the ceiling, long enough to learn the share they fill.
+	f.c.ceil, f.c.lastDecrease, f.c.probeWait = ceil, f.at, time.Minute
+	for range 50 {
+		f.step(0)
+	}
+	// A cut under the ceiling a while ago, which spent the bucket.
+	f.c.lastDecrease, f.c.rate, f.c.probeWait = f.at.Add(-time.Minute), 1_500_000, f.c.cfg.IncreaseHold
+	f.c.holdBits, f.c.holdFor, f.c.credit = 0, 0, 0
 	var probe Decision
 	held := false
 	for range 100 {
@@ -129,5 +135,31 @@ func TestPlateauIsWhatTheConnectionsSend(t *testing.T) {
 	}
 	if f.c.floor > 0.9*float64(probe.Rate)*1.001 {
 		t.Errorf("the floor after a clean plateau is %.0f, over what the connections sent (%.0f)", f.c.floor, 0.9*float64(probe.Rate))
+	}
+}
+
+// The share of the rate the connections leave idle is read with the rate
+// held: in the ticks just after a change the load is the connections
+// catching up with it, which the hold must not be set over.
+func TestFillIsReadWithTheRateHeld(t *testing.T) {
+	f := newFeeder(t)
+	// A climb: the rate rises every tick, the connections behind it.
+	f.fill = 0.8
+	for i := range 15 {
+		if d := f.step(0); i > 0 && d.Direction != "up" {
+			t.Fatalf("tick %d of the climb: %s", i, d.Key())
+		}
+	}
+	if got := f.c.fill(); got != 1 {
+		t.Errorf("after a climb at a load of 0.8 the share is %.3f, want 1 (unknown)", got)
+	}
+	// Held under a ceiling, the connections fill 90 % of it.
+	f.fill = 0.9
+	f.c.ceil, f.c.lastDecrease, f.c.probeWait = float64(f.c.Rate())*1.1, f.at, time.Minute
+	for range 50 {
+		f.step(0)
+	}
+	if got := f.c.fill(); got < 0.89 || got > 0.91 {
+		t.Errorf("held at a load of 0.9 the share is %.3f, want 0.9", got)
 	}
 }
