@@ -27,7 +27,7 @@ func TestCakeAutorateConfig(t *testing.T) {
 		"ul_if": ClientIf, "dl_if": "lo", "adjust_ul_shaper_rate": "1", "adjust_dl_shaper_rate": "0",
 		"min_ul_shaper_rate_kbps": "500", "base_ul_shaper_rate_kbps": "1800", "max_ul_shaper_rate_kbps": "4000",
 		// Loopback's 64 KiB MTU must weigh nothing at the download's rate.
-		"min_dl_shaper_rate_kbps": "1000000",
+		"min_dl_shaper_rate_kbps":    "1000000",
 		"connection_active_thr_kbps": "180",
 		"pinger_method":              "fping", "reflectors": "(" + ServerAddr + ")", "no_pingers": "1",
 		// lowlat's probe budget: 20 Hz.
