@@ -299,8 +299,8 @@ const tbfFill = 0.91
 // behindTbf bounds the median where the connections leave the shaper idle
 // now and then (tbfFill), measured with margin. Measured medians over 60
 // draws: queue p99 32.0 ms with the lab's reflector and passive signal,
-// 39.2 passive alone, 31.7 and 29.7 with one and three reflectors alone;
-// goodput 82–85 %; rsd 6.6–7.4 %. With levels set at the rate rather than
+// 39.2 passive alone, 30.7 and 30.2 with one and three reflectors alone;
+// goodput 82–87 %; rsd 6.6–7.4 %. With levels set at the rate rather than
 // at what the connections send (the law before Controller.fill), the
 // reflectors alone read 38.1 and 36.0 ms.
 var behindTbf = bounds{p99: 42 * time.Millisecond, share: 0.80, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.085}
