@@ -287,9 +287,9 @@ var guard = bounds{p99: 120 * time.Millisecond, share: 0.75, down: 11 * time.Sec
 // takes part, measured with margin: it carries the ACK clock's scatter into
 // the cuts' estimates of the cap (what the connections got acknowledged in
 // one tick read 0.79–1.06 of the cap on the lab's host), and srtt's
-// smoothing into the delay. Measured medians of 20 draws: queue p99 28.8 ms
-// with the lab's reflector, 40.4 ms passive alone (30.4 and 39.3 over 60
-// draws); goodput 85–86 %; rsd 5.4 % and 5.5 %; every other target met. Where
+// smoothing into the delay. Measured medians of 20 draws: queue p99 33.2 ms
+// with the lab's reflector, 38.9 ms passive alone (31.8 and 40.2 over 60
+// draws); goodput 84–85 %; rsd 6.4 % and 6.0 %; every other target met. Where
 // the median misses a target it is logged (issue 14).
 // tbfFill is the model's fill behind a tbf: on the lab's host the load at
 // the daemon's changes averaged 0.955, a tick's from 0.8 to 1.05 (0.99 in
@@ -298,9 +298,9 @@ const tbfFill = 0.91
 
 // behindTbf bounds the median where the connections leave the shaper idle
 // now and then (tbfFill), measured with margin. Measured medians over 60
-// draws: queue p99 30.5 ms with the lab's reflector and passive signal,
-// 37.4 passive alone, 31.9 and 30.4 with one and three reflectors alone;
-// goodput 84–87 %; rsd 6.6–7.6 %. With levels set at the rate rather than
+// draws: queue p99 32.0 ms with the lab's reflector and passive signal,
+// 39.2 passive alone, 30.7 and 30.2 with one and three reflectors alone;
+// goodput 82–87 %; rsd 6.6–7.4 %. With levels set at the rate rather than
 // at what the connections send (the law before Controller.fill), the
 // reflectors alone read 38.1 and 36.0 ms.
 var behindTbf = bounds{p99: 42 * time.Millisecond, share: 0.80, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.085}
