@@ -445,13 +445,9 @@ func (c *Controller) Step(in Input) Decision {
 	case d.Delay < c.pol.Threshold/3:
 		if d.Load >= c.cfg.HighLoad && c.settled(in.At) {
 			// A few seconds' memory: the share moves with the
-			// connections' count and their windows. It starts from
-			// 1, as unknown: taken from its first tick, the share read
-			// 0.90 in the VM, behind cake, in the second after the first
-			// cut while TCP recovered from the spike, and the hold went
-			// 9 % over the ceiling.
+			// connections' count and their windows.
 			if c.filled == 0 {
-				c.filled = 1
+				c.filled = d.Load
 			}
 			c.filled += 0.05 * (d.Load - c.filled)
 		}
@@ -818,8 +814,7 @@ func (c *Controller) fill() float64 {
 // connections catching up, not the share they leave idle. Taken from the
 // first ticks of the VM's run, while the rate climbed, the share read 0.9
 // behind cake, which idles at no rate: the hold after the first cut went
-// 9 % over the ceiling, and bloated again within a second. (Held ticks
-// just after a cut read low too: see where the share starts.)
+// 9 % over the ceiling, and bloated again within a second.
 func (c *Controller) settled(now time.Time) bool {
 	return len(c.rates) > 0 && now.Sub(c.rates[len(c.rates)-1].at) >= 3*c.cfg.Tick
 }
