@@ -18,26 +18,21 @@ import (
 var cakeAutorateTools = [][2]string{{"bash", "bash"}, {"fping", "fping"}, {"tc", "iproute2"}}
 
 // checkPeer says, before anything is built, what a peer variant lacks: the
-// checkout, or a program it runs.
-func checkPeer(a *AutorateRun, dir string) error {
+// checkout, or a program it runs. It returns the host paths of those
+// programs (cakeAutorateTools), which lab vm copies into the guest.
+func checkPeer(a *AutorateRun, dir string) ([]string, error) {
 	if a.Peer != PeerCakeAutorate {
-		return fmt.Errorf("unknown peer %q", a.Peer)
+		return nil, fmt.Errorf("unknown peer %q", a.Peer)
 	}
 	if dir == "" {
-		return errors.New("cake-autorate runs from a checkout of github.com/lynxthecat/cake-autorate: name its directory with --cake-autorate DIR")
+		return nil, errors.New("cake-autorate runs from a checkout of github.com/lynxthecat/cake-autorate: name its directory with --cake-autorate DIR")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cake-autorate.sh")); err != nil {
-		return fmt.Errorf("--cake-autorate %s: no cake-autorate.sh there", dir)
+		return nil, fmt.Errorf("--cake-autorate %s: no cake-autorate.sh there", dir)
 	}
 	if _, err := os.Stat("/etc/protocols"); err != nil {
-		return errors.New("cake-autorate's fping needs /etc/protocols (apt-get install netbase)")
+		return nil, errors.New("cake-autorate's fping needs /etc/protocols (apt-get install netbase)")
 	}
-	_, err := peerBinaries()
-	return err
-}
-
-// peerBinaries are the host paths of cakeAutorateTools.
-func peerBinaries() ([]string, error) {
 	var paths []string
 	for _, t := range cakeAutorateTools {
 		p, err := exec.LookPath(t[0])

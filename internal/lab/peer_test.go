@@ -2,6 +2,7 @@ package lab
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,21 +69,26 @@ func TestCakeAutorateConfig(t *testing.T) {
 
 func TestCheckPeer(t *testing.T) {
 	a := &AutorateRun{Peer: PeerCakeAutorate}
-	if err := checkPeer(a, ""); err == nil || !strings.Contains(err.Error(), "--cake-autorate DIR") {
+	if _, err := checkPeer(a, ""); err == nil || !strings.Contains(err.Error(), "--cake-autorate DIR") {
 		t.Errorf("no checkout: %v", err)
 	}
 	dir := t.TempDir()
-	if err := checkPeer(a, dir); err == nil || !strings.Contains(err.Error(), "no cake-autorate.sh") {
+	if _, err := checkPeer(a, dir); err == nil || !strings.Contains(err.Error(), "no cake-autorate.sh") {
 		t.Errorf("empty directory: %v", err)
 	}
-	if err := checkPeer(&AutorateRun{Peer: "sqm-autorate"}, dir); err == nil || !strings.Contains(err.Error(), `unknown peer "sqm-autorate"`) {
+	if _, err := checkPeer(&AutorateRun{Peer: "sqm-autorate"}, dir); err == nil || !strings.Contains(err.Error(), `unknown peer "sqm-autorate"`) {
 		t.Errorf("unknown peer: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cake-autorate.sh"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, missing := peerBinaries()
-	if err := checkPeer(a, dir); (err == nil) != (missing == nil) {
+	var missing error
+	for _, tool := range cakeAutorateTools {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			missing = err
+		}
+	}
+	if _, err := checkPeer(a, dir); (err == nil) != (missing == nil) {
 		t.Errorf("a checkout: %v, with the programs it runs: %v", err, missing)
 	}
 }

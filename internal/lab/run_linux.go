@@ -71,9 +71,9 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("lab: scenario %s has no variant %q (it has: %s)", name, v, strings.Join(names, ", "))
 		}
 	}
-	for _, v := range sc.Variants {
-		if slices.Contains(opts.Variants, v.Name) && v.OnlyNamed() {
-			if err := checkPeer(v.Autorate, opts.CakeAutorate); err != nil {
+	for _, v := range sc.selected(opts.Variants) {
+		if v.OnlyNamed() {
+			if _, err := checkPeer(v.Autorate, opts.CakeAutorate); err != nil {
 				return nil, fmt.Errorf("lab: variant %s: %w", v.Name, err)
 			}
 		}

@@ -332,11 +332,11 @@ func relStd(v []float64) float64 {
 	return math.Sqrt(sq/float64(len(v))) / mean
 }
 
-// autorateChild is "lowlat autorate" running in the client namespace.
+// autorateChild is "lowlat autorate", or a peer in its place, running in
+// the client namespace.
 type autorateChild struct {
 	cmd        *exec.Cmd
 	log        *os.File
-	logPath    string
 	stopRefl   func()
 	reflOnce   sync.Once
 	stopOnce   sync.Once
@@ -345,15 +345,18 @@ type autorateChild struct {
 	killedRefl time.Time
 	// done is closed when the process has exited, err then set.
 	done chan struct{}
-	// summarize turns the log's lines into the variant's "autorate"
-	// metrics; lowlat's own when nil.
+	// logs are the files the daemon writes, oldest first: read whole at
+	// stop, their tails in errors.
+	logs []string
+	// summarize turns the logs' lines into the variant's "autorate"
+	// metrics.
 	summarize func(lines []string) map[string]any
 }
 
 // startAutorate starts autorate's reflector (when the variant has one) and
 // the daemon, journaled with the variant's fix, and waits until it runs.
 func startAutorate(e *env, a *AutorateRun) (*autorateChild, error) {
-	c := &autorateChild{}
+	c := &autorateChild{summarize: lowlatSummary}
 	if a.Reflector {
 		_, stop, err := startReflectorOn(e.ctx, e.t.Server, AutorateReflectorPort)
 		if err != nil {
@@ -365,54 +368,74 @@ func startAutorate(e *env, a *AutorateRun) (*autorateChild, error) {
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
+			c.killReflector()
 			return nil, err
 		}
 		bin = exe
 	}
-	var err error
-	c.logPath = filepath.Join(e.tmp, "autorate-"+e.v.Name+".log")
-	if c.log, err = os.Create(c.logPath); err != nil {
-		c.killReflector()
-		return nil, err
-	}
-	args := append(a.args(), "--journal", e.journal)
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	logPath := filepath.Join(e.tmp, "autorate-"+e.v.Name+".log")
+	c.logs = []string{logPath}
+	c.cmd = exec.Command(bin, append(a.args(), "--journal", e.journal)...)
 	// Its own process group: a lab stopped by a terminal's ^C does not
 	// stop it before the lab's own stop sets its shaper back.
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	state := filepath.Join(autorate.RunDir, ClientIf+".json")
+	if err := c.start(e, a, logPath, func() bool {
+		_, err := os.Stat(state)
+		return err == nil
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// start runs c.cmd in the client namespace, its output to outPath, and
+// waits up to 15 s for ready. A daemon that exits first, or is not ready
+// by then, is an error naming a, with its logs' tails; its process group
+// is killed and its reflector stopped.
+func (c *autorateChild) start(e *env, a *AutorateRun, outPath string, ready func() bool) error {
+	var err error
+	if c.log, err = os.Create(outPath); err != nil {
+		c.killReflector()
+		return err
+	}
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	e.phase("start "+a.String(), 0)
 	if err := e.t.Client.Do(c.cmd.Start); err != nil {
 		c.log.Close()
 		c.killReflector()
-		return nil, fmt.Errorf("start %s: %w", a, err)
+		return fmt.Errorf("start %s: %w", a, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.cmd.Wait() }()
-	state := filepath.Join(autorate.RunDir, ClientIf+".json")
+	fail := func(format string, args ...any) error {
+		// Whatever the daemon started (a peer's pingers) goes with it.
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		c.log.Close()
+		c.killReflector()
+		return fmt.Errorf(format+": %s", append(args, c.tails())...)
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if _, err := os.Stat(state); err == nil {
+		if ready() {
 			c.done = make(chan struct{})
 			go func() {
-				c.err = exitErr(<-exited, c.logPath)
+				if err := <-exited; err != nil {
+					c.err = fmt.Errorf("%s: %v: %s", a, err, c.tails())
+				}
 				close(c.done)
 			}()
-			return c, nil
+			return nil
 		}
 		select {
 		case werr := <-exited:
-			c.log.Close()
-			c.killReflector()
-			return nil, fmt.Errorf("%s exited at start: %v: %s", a, werr, tail(c.logPath))
+			return fail("%s exited at start: %v", a, werr)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			c.cmd.Process.Kill()
+			err := fail("%s: not running after 15 s", a)
 			<-exited
-			c.log.Close()
-			c.killReflector()
-			return nil, fmt.Errorf("%s: not running after 15 s: %s", a, tail(c.logPath))
+			return err
 		}
 	}
 }
@@ -443,15 +466,11 @@ func (c *autorateChild) stop() map[string]any {
 		c.log.Close()
 		c.killReflector()
 		var b []byte
-		for _, p := range c.logFiles() {
+		for _, p := range c.logs {
 			more, _ := os.ReadFile(p)
 			b = append(b, more...)
 		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if c.summarize == nil {
-			c.summarize = lowlatSummary
-		}
-		c.summary = c.summarize(lines)
+		c.summary = c.summarize(strings.Split(strings.TrimSpace(string(b)), "\n"))
 	})
 	return c.summary
 }
@@ -469,15 +488,6 @@ func lowlatSummary(lines []string) map[string]any {
 	return map[string]any{"adjustments": adj, "log": lines}
 }
 
-// exitErr turns the daemon's exit into an error: SIGTERM's clean exit is
-// none.
-func exitErr(err error, logPath string) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("autorate: %v: %s", err, tail(logPath))
-}
-
 // tail is the last lines of a log, for errors.
 func tail(path string) string {
 	b, _ := os.ReadFile(path)
@@ -485,11 +495,13 @@ func tail(path string) string {
 	return strings.Join(lines[max(len(lines)-3, 0):], " | ")
 }
 
-// logFiles are the daemon's log files, oldest first: a peer rotates its
-// log at start (cake-autorate keeps the one before as .old).
-func (c *autorateChild) logFiles() []string {
-	if c.summarize == nil {
-		return []string{c.logPath}
+// tails are the last lines of each of the daemon's logs that has any.
+func (c *autorateChild) tails() string {
+	var ts []string
+	for _, p := range c.logs {
+		if t := tail(p); t != "" {
+			ts = append(ts, t)
+		}
 	}
-	return []string{c.logPath + ".old", c.logPath, c.log.Name()}
+	return strings.Join(ts, " | ")
 }

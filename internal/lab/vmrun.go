@@ -150,10 +150,10 @@ func RunInVM(ctx context.Context, name string, o VMOptions) (*Result, *vm.Result
 		if err != nil {
 			return nil, nil, fmt.Errorf("lab vm: --cake-autorate: %w", err)
 		}
-		if err := checkPeer(&AutorateRun{Peer: PeerCakeAutorate}, abs); err != nil {
+		bins, err := checkPeer(&AutorateRun{Peer: PeerCakeAutorate}, abs)
+		if err != nil {
 			return nil, nil, fmt.Errorf("lab vm: %w", err)
 		}
-		bins, _ := peerBinaries()
 		cfg.HostBinaries = append(cfg.HostBinaries, bins...)
 		// fping looks up "icmp" there, and without it exits at once, silently
 		// under cake-autorate.
