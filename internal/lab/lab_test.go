@@ -396,3 +396,61 @@ func TestClientNoDelayBind(t *testing.T) {
 		t.Error("bind changed the registered variant")
 	}
 }
+
+// The oracle of capped-uplink-varying follows the cap at the share the
+// capped-uplink profile shapes at, so it differs from the static shaper only
+// in knowing the cap. Both of the profile's shapers, cake and its tbf
+// fallback, are checked: the VM runs one, this host the other.
+func TestOracleFollowsAtTheProfilesShare(t *testing.T) {
+	sc, err := Lookup("capped-uplink-varying")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oracle *Variant
+	for i, v := range sc.Variants {
+		if v.FollowCap > 0 {
+			oracle = &sc.Variants[i]
+		}
+	}
+	if oracle == nil || oracle.Fix == nil || oracle.Autorate != nil {
+		t.Fatalf("no oracle on the static shaper without autorate: %+v", oracle)
+	}
+	p, err := profile.Builtin(oracle.Fix.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := profile.Resolve(p, oracle.Fix.Sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capBits, _ := qdisc.ParseRate(oracle.Fix.Sets["rate"])
+	want := uint64(oracle.FollowCap * float64(capBits))
+	n := 0
+	for _, s := range r.Settings {
+		if s.Key != "qdisc.root" {
+			continue
+		}
+		for _, v := range append([]string{s.Value}, s.Fallbacks...) {
+			spec, err := qdisc.Parse(v)
+			if err != nil {
+				t.Fatalf("%q: %v", v, err)
+			}
+			o := qdisc.Normalized(spec).Opts
+			rate := o["bandwidth"]
+			if rate == "" {
+				rate = o["rate"]
+			}
+			got, err := qdisc.ParseRate(rate)
+			if err != nil {
+				t.Fatalf("%q: rate %q: %v", v, rate, err)
+			}
+			if got != want {
+				t.Errorf("%s shapes %s at %d bit/s, the oracle at %d (%.2f of it)", oracle.Fix.Profile, spec.Kind, got, want, oracle.FollowCap)
+			}
+			n++
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d shapers in %s, want cake and its tbf fallback", n, oracle.Fix.Profile)
+	}
+}

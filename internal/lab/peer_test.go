@@ -105,7 +105,7 @@ func TestPeerVariantsRunOnlyWhenNamed(t *testing.T) {
 		}
 		return strings.Join(n, " ")
 	}
-	if got, want := names(sc.selected(nil)), "baseline capped-uplink autorate-reflector autorate-passive"; got != want {
+	if got, want := names(sc.selected(nil)), "baseline capped-uplink capped-uplink-oracle autorate-reflector autorate-passive"; got != want {
 		t.Errorf("no names: %s, want %s", got, want)
 	}
 	if got, want := names(sc.selected([]string{"cake-autorate-15ms", "autorate-reflector"})), "baseline autorate-reflector cake-autorate-15ms"; got != want {

@@ -40,6 +40,11 @@ type Variant struct {
 	// Autorate runs lowlat autorate during the measurement, on the shaper
 	// Fix installed.
 	Autorate *AutorateRun
+	// FollowCap, in a scenario whose cap steps, moves the shaper Fix
+	// installed to this share of each new cap in the instant the provider
+	// steps: a shaper that knows the cap, the reference for one that must
+	// find it (0: the lab leaves the shaper alone).
+	FollowCap float64
 	// Expect are checked against this variant's metrics.
 	Expect []Expect
 }

@@ -332,6 +332,10 @@ func init() {
 // varyingStep is how long each cap of capped-uplink-varying lasts.
 const varyingStep = 30 * time.Second
 
+// cappedShare is the share of the provider's rate capped-uplink shapes at
+// (its cake's bandwidth ${rate*0.9}).
+const cappedShare = 0.9
+
 // varyingCaps are the provider's caps in capped-uplink-varying, in Mbit/s,
 // one per step.
 var varyingCaps = []float64{2, 1, 3, 2}
@@ -379,6 +383,11 @@ func init() {
 				Expect: []Expect{
 					{Metric: "derived.added_p99_step1_ms", Op: ">=", Value: 300, Unit: "ms", Desc: "lowlat: a static shaper at 1.8 Mbit/s feeds the 1 Mbit/s cap 80 % too fast and the provider's buffer fills, held back only by BBR (the profile sets it): 723 ms added p99 in that step in the VM (lab vm --scale 0.5); at least 300 ms"},
 				}},
+			// A shaper that knows the cap: what the path leaves at best.
+			// Its figures are the reference for autorate's, which must
+			// find the cap, and have no targets of their own.
+			{Name: "capped-uplink-oracle", Desc: "capped-uplink, its rate moved by the lab to the profile's 90 % of each new cap in the instant the provider steps: a shaper that knows the cap (reference: the delay the path leaves without any search)",
+				Fix: capped(), FollowCap: cappedShare},
 			{Name: "autorate-reflector", Desc: "capped-uplink, then lowlat autorate with a reflector and the passive signal; the reflector is killed in the last step",
 				Fix:      capped(),
 				Autorate: &AutorateRun{Reflector: true, Passive: true, Min: "500kbit", Max: "4mbit", KillReflectorAt: 3*varyingStep + varyingStep/3},

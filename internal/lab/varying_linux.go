@@ -134,7 +134,8 @@ func measureVarying(e *env, vr *VariantResult) error {
 }
 
 // stepProvider moves the provider's cap at each step, in place: its buffer
-// keeps what it holds, as a real provider's would.
+// keeps what it holds, as a real provider's would. A variant that follows
+// the cap has its client's shaper moved with it.
 func (e *env) stepProvider(ctx context.Context, start time.Time, step time.Duration) error {
 	for i, st := range e.t.Spec.Up.Steps {
 		select {
@@ -154,6 +155,23 @@ func (e *env) stepProvider(ctx context.Context, start time.Time, step time.Durat
 			return qdisc.ChangeRoot(l.Attrs().Index, s)
 		}); err != nil {
 			return fmt.Errorf("provider cap to %s: %w", st.Rate, err)
+		}
+		if share := e.v.FollowCap; share > 0 {
+			bits, err := qdisc.ParseRate(st.Rate)
+			if err != nil {
+				return fmt.Errorf("step rate %q: %w", st.Rate, err)
+			}
+			want := uint64(share * float64(bits))
+			if err := e.t.Client.Do(func() error {
+				l, err := netlink.LinkByName(ClientIf)
+				if err != nil {
+					return err
+				}
+				_, err = qdisc.SetShaperRate(l.Attrs().Index, want)
+				return err
+			}); err != nil {
+				return fmt.Errorf("client shaper to %s (%.0f %% of the cap): %w", qdisc.FormatRate(want), 100*share, err)
+			}
 		}
 	}
 	return nil
