@@ -207,10 +207,13 @@ type Controller struct {
 	lastAt       time.Time
 	lastSent     uint64
 	lastDecrease time.Time
-	decreaseAt   time.Duration // the delay at the last decrease
-	lastDecay    time.Time
-	idleSince    time.Time
-	safe         []safeRate
+	// decreaseAt is the delay at the last decrease, or the highest since:
+	// the delay goes on rising for a round trip after a cut, and the cut
+	// is judged by how far it has fallen from there.
+	decreaseAt time.Duration
+	lastDecay  time.Time
+	idleSince  time.Time
+	safe       []safeRate
 	// recent are the last ticks' combined delays, for the queue's growth
 	// rate (slope).
 	recent []point
@@ -417,6 +420,14 @@ func (c *Controller) Step(in Input) Decision {
 		d.Reason = "no-signal"
 		return d
 	}
+	if d.Delay > c.decreaseAt && in.At.Sub(c.lastDecrease) < c.cfg.DrainLimit {
+		// The probes a cut shows in are a round trip behind it: the
+		// queue they read went on growing at the rate before it. Judged
+		// from the delay at the cut, a queue falling from that peak
+		// counted as not falling, and the next cut came anyway (the
+		// lab's step down cut on to --min).
+		c.decreaseAt = d.Delay
+	}
 	rising := c.prev >= 0 && d.Delay > c.prev+c.mtuTime(c.rate)
 	c.prev, c.rising = d.Delay, rising
 	c.recent = append(c.recent, point{in.At, d.Delay})
@@ -573,10 +584,19 @@ func (c *Controller) estimate(in Input, load float64) (float64, string) {
 	// before the cut made (on the lab's host, the second cut of an
 	// episode read caps of 1 and 2 Mbit/s 13–18 % low, and a plateau
 	// over such a ceiling sat under the cap).
+	//
+	// The growth is read between the window's first and last probes, so
+	// what fed it is the rate over the time between their sends. A cut
+	// just before the last of them would otherwise lend its rate to a
+	// growth the rate before it made: in the VM, the third cut of a step
+	// down from 3 to 2 Mbit/s read 1.63 Mbit/s from a queue fed at 2.42
+	// for most of the window, and the plateaus over that ceiling found
+	// nothing under the cap.
 	if s := c.slope(2); s > 0.01 {
-		last := c.recent[len(c.recent)-1]
-		fed := c.rateAt(last.at.Add(-last.delay - c.cfg.Tick))
-		g := math.Min(load, 1) * float64(fed) / (1 + s)
+		pts := c.recent[max(len(c.recent)-3, 0):]
+		first, last := pts[0], pts[len(pts)-1]
+		fed := c.rateOver(first.at.Add(-first.delay-c.cfg.Tick), last.at.Add(-last.delay-c.cfg.Tick))
+		g := math.Min(load, 1) * fed / (1 + s)
 		if acked > g {
 			return acked, "acked"
 		}
@@ -586,6 +606,28 @@ func (c *Controller) estimate(in Input, load float64) (float64, string) {
 		return acked, "acked"
 	}
 	return 0, ""
+}
+
+// rateOver is the mean rate in force from a to b (the rate at b when b
+// is not after a).
+func (c *Controller) rateOver(a, b time.Time) float64 {
+	if !b.After(a) {
+		return float64(c.rateAt(b))
+	}
+	var sum float64
+	for t := a; t.Before(b); {
+		r := c.rateAt(t)
+		// The next change after t, or b.
+		next := b
+		for _, s := range c.rates {
+			if s.at.After(t) && s.at.Before(next) {
+				next = s.at
+			}
+		}
+		sum += float64(r) * next.Sub(t).Seconds()
+		t = next
+	}
+	return sum / b.Sub(a).Seconds()
 }
 
 // rateAt is the rate that was in force at t (the oldest known before

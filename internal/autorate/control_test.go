@@ -37,8 +37,9 @@ type link struct {
 	refl    int // reflectors
 	passive bool
 	// past holds the last ticks' queue delays: a probe reads the queue
-	// as it was when it was sent.
+	// as it was when it was sent. seen is the last tick's reading.
 	past   []time.Duration
+	seen   time.Duration
 	minSer float64 // the least serialization time seen (min_rtt's part), s
 	out    float64 // what the shaper carried in the last tick, bit/s
 }
@@ -68,14 +69,30 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 	l.tokens = math.Min(avail-sends, l.bucket)
 	l.queue = math.Min(sendable-sends, l.cap*l.buffer.Seconds())
 	qd := time.Duration(l.queue / l.cap * float64(time.Second))
-	// A probe answered in this tick was sent its round trip ago: it
-	// reads the queue as it was then, a tick or more behind a deep one.
+	// A probe answered in this tick was sent its round trip ago, and
+	// reads the queue as it was then: the tick's reading is the least of
+	// the probes sent at the end of past ticks that came back within this
+	// one (none, when the queue grows faster than time passes: the
+	// reading before). How long ago a probe was sent is its own queue's
+	// depth, not the queue's now: looked back by the queue now, a queue
+	// growing by a second each second read the empty queue of seconds
+	// before, and a shallow one the queue of this very tick, a tick
+	// sooner than the daemon can see it.
 	l.past = append(l.past, qd)
-	if len(l.past) > 10 {
+	if len(l.past) > 40 {
 		l.past = l.past[1:]
 	}
-	prev := l.past[max(len(l.past)-2, 0)]
-	seen := l.past[len(l.past)-1-min(int((prev+l.base)/dt), len(l.past)-1)]
+	seen := time.Duration(-1)
+	for j := range l.past {
+		q := l.past[len(l.past)-1-j]
+		if ago := time.Duration(j)*dt - q - l.base; ago >= 0 && ago < dt && (seen < 0 || q < seen) {
+			seen = q
+		}
+	}
+	if seen < 0 {
+		seen = l.seen
+	}
+	l.seen = seen
 	in := Input{At: at, SentBytes: l.sent}
 	if l.passive && out > 0 {
 		// What the connections got acknowledged in a tick scatters with
@@ -95,7 +112,7 @@ func (l *link) tick(at time.Time, dt time.Duration, r uint64) (Input, time.Durat
 		if l.minSer == 0 || ser < l.minSer {
 			l.minSer = ser
 		}
-		l.srtt += (1 - math.Pow(7.0/8, acks)) * (qd.Seconds() + ser - l.srtt)
+		l.srtt += (1 - math.Pow(7.0/8, acks)) * (seen.Seconds() + ser - l.srtt)
 		in.Readings = append(in.Readings, Reading{Signal: "passive", Value: time.Duration((l.srtt - l.minSer) * float64(time.Second)), Relative: true})
 	}
 	if !l.lost {
@@ -272,53 +289,48 @@ func (f figures) misses(b bounds) []string {
 	return out
 }
 
+// The bounds below are measured on the model, with margin: none is a
+// target. Since its probes read the queue a round trip late (see
+// link.tick), the model's medians sit where the kernels' runs do (lab vm,
+// reflector and passive: 82–115 ms added p99; passive alone: 85–169 ms),
+// and no configuration meets the delay target on it; the misses are logged
+// (issue 14). Before, its probes read the queue of the very tick they came
+// back in, and the reflectors alone met every target on it.
+
 // guard bounds the worst of the seeds (see checkSeeds): a change that
 // loses badly on any one of them fails here even when the median holds.
-// Measured on the model with the provider's bucket, the probes' lag and the
-// ACK clock's scatter, with margin: queue p99 42 ms with the lab's
-// reflector and passive signal, 49 ms passive alone, 60 and 70 ms with one
-// and three reflectors alone; goodput ≥ 75 %, 5.4 s down and 12.8 s up at
-// worst, rsd up to 11.6 %. Over 60 draws one draw of the lab's reflector
-// and passive signal reads 10.8 s down, with the share of the rate read
-// at any tick (the law before Controller.settled) as after: 11 s.
-var guard = bounds{p99: 120 * time.Millisecond, share: 0.75, down: 11 * time.Second, up: 14 * time.Second, rsd: 0.18}
+// The worst of 20 draws: queue p99 up to 121 ms (one reflector alone);
+// goodput 76 % and more; 8.4 s down and 12 s up at worst; rsd up to 14 %.
+var guard = bounds{p99: 140 * time.Millisecond, share: 0.7, down: 11 * time.Second, up: 14 * time.Second, rsd: 0.18}
 
 // withPassive and passiveAlone bound the median where the passive signal
-// takes part, measured with margin: it carries the ACK clock's scatter into
-// the cuts' estimates of the cap (what the connections got acknowledged in
-// one tick read 0.79–1.06 of the cap on the lab's host), and srtt's
-// smoothing into the delay. Measured medians of 20 draws: queue p99 33.2 ms
-// with the lab's reflector, 38.9 ms passive alone (31.8 and 40.2 over 60
-// draws); goodput 84–85 %; rsd 6.4 % and 6.0 %; every other target met. Where
-// the median misses a target it is logged (issue 14).
+// takes part: it carries the ACK clock's scatter into the cuts' estimates
+// of the cap (what the connections got acknowledged in one tick read
+// 0.79–1.06 of the cap on the lab's host), and srtt's smoothing into the
+// delay. Medians of 20 draws: queue p99 72.3 ms with the lab's reflector,
+// 86.5 ms passive alone; goodput 84 % and 86 %; rsd 10.0 % and 11.0 %.
+// reflectorsAlone bounds one and three reflectors alone: 71.1 and 58.6 ms,
+// goodput 87 % and 88 %, rsd 6.1 % and 5.3 %.
+var (
+	withPassive     = bounds{p99: 85 * time.Millisecond, share: 0.8, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.12}
+	passiveAlone    = bounds{p99: 100 * time.Millisecond, share: 0.8, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.13}
+	reflectorsAlone = bounds{p99: 85 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.075}
+)
+
 // tbfFill is the model's fill behind a tbf: on the lab's host the load at
 // the daemon's changes averaged 0.955, a tick's from 0.8 to 1.05 (0.99 in
 // the VM, behind cake).
 const tbfFill = 0.91
 
 // behindTbf bounds the median where the connections leave the shaper idle
-// now and then (tbfFill), measured with margin. Measured medians over 60
-// draws: queue p99 32.0 ms with the lab's reflector and passive signal,
-// 39.2 passive alone, 30.7 and 30.2 with one and three reflectors alone;
-// goodput 82–87 %; rsd 6.6–7.4 %. With levels set at the rate rather than
-// at what the connections send (the law before Controller.fill), the
-// reflectors alone read 38.1 and 36.0 ms.
-var behindTbf = bounds{p99: 42 * time.Millisecond, share: 0.80, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.085}
+// now and then (tbfFill). Medians of 20 draws: queue p99 73.5 ms with the
+// lab's reflector and passive signal, 78.3 passive alone, 84.9 and 88.6
+// with one and three reflectors alone; goodput 82–87 %; rsd 8.2–10.9 %.
+var behindTbf = bounds{p99: 105 * time.Millisecond, share: 0.78, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.13}
 
-// guardTbf is guard behind a tbf: the worst draw's goodput read 67 % there,
-// and its step up 15.4 s.
-var guardTbf = guard.with(func(b *bounds) { b.share, b.up = 0.62, 17*time.Second })
-
-// oneReflector is the targets but for the rate's stability: with one
-// reflector alone the median rsd sits at the target's edge, 4.7 % to 5.0 %
-// from one change of the law to the next (a plateau a tick longer moves
-// it). The bound is 5.5 %; a miss of the target is logged.
-var oneReflector = targets.with(func(b *bounds) { b.rsd = 0.055 })
-
-var (
-	withPassive  = bounds{p99: 40 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.07}
-	passiveAlone = bounds{p99: 45 * time.Millisecond, share: 0.83, down: 5 * time.Second, up: 10 * time.Second, rsd: 0.075}
-)
+// guardTbf is guard behind a tbf: the worst draws read 134 ms of queue
+// p99, 71 % goodput and a 14 s step up there.
+var guardTbf = guard.with(func(b *bounds) { b.p99, b.share, b.up, b.rsd = 160*time.Millisecond, 0.65, 17*time.Second, 0.2 })
 
 // seeds is how many draws of the model's noise each step-schedule test
 // runs: one run is one sample, as in the lab.
@@ -334,9 +346,9 @@ func init() {
 }
 
 // checkSeeds runs the step schedule over seeds draws of the model's noise
-// and scatter. The median of each figure must stay within median (the
-// issue's targets where the lab runs the configuration), and its misses of
-// the targets are logged; the worst must stay within the guard.
+// and scatter. The median of each figure must stay within median (bounds
+// measured on the model), and its misses of the issue's targets are logged;
+// the worst must stay within the guard.
 func checkSeeds(t *testing.T, p Policy, refl int, passive bool, fill float64, median, guard bounds) {
 	t.Helper()
 	med, worst := summarize(sample(t, p, refl, passive, func(l *link) { l.fill = fill }))
@@ -435,8 +447,8 @@ func TestStepSchedule(t *testing.T) {
 	}{
 		{"reflector and passive", 1, true, 0, withPassive, guard},
 		{"passive alone", 0, true, 0, passiveAlone, guard},
-		{"one reflector alone", 1, false, 0, oneReflector, guard},
-		{"three reflectors alone", 3, false, 0, targets, guard},
+		{"one reflector alone", 1, false, 0, reflectorsAlone, guard},
+		{"three reflectors alone", 3, false, 0, reflectorsAlone, guard},
 		{"tbf: reflector and passive", 1, true, tbfFill, behindTbf, guardTbf},
 		{"tbf: passive alone", 0, true, tbfFill, behindTbf, guardTbf},
 		{"tbf: one reflector alone", 1, false, tbfFill, behindTbf, guardTbf},

@@ -1,6 +1,7 @@
 package autorate
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -161,5 +162,81 @@ func TestFillIsReadWithTheRateHeld(t *testing.T) {
 	}
 	if got := f.c.fill(); got < 0.89 || got > 0.91 {
 		t.Errorf("held at a load of 0.9 the share is %.3f, want 0.9", got)
+	}
+}
+
+// rateOver is the mean rate over a time: the growth between two probes was
+// fed by the rate while they were sent.
+func TestRateOver(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	t0 := time.Unix(1_700_000_000, 0)
+	c.rates = []safeRate{{rate: 1_000_000, at: t0}, {rate: 2_000_000, at: t0.Add(time.Second)}}
+	c.rate = 2_000_000
+	for _, tt := range []struct {
+		a, b time.Duration
+		want float64
+	}{
+		{0, time.Second, 1_000_000},
+		{500 * time.Millisecond, 1500 * time.Millisecond, 1_500_000},
+		{900 * time.Millisecond, 2 * time.Second, (0.1*1_000_000 + 1.0*2_000_000) / 1.1},
+		{2 * time.Second, time.Second, 2_000_000}, // b before a: the rate at b
+	} {
+		if got := c.rateOver(t0.Add(tt.a), t0.Add(tt.b)); math.Abs(got-tt.want) > 1 {
+			t.Errorf("rateOver(%v, %v) = %.0f, want %.0f", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+// A cut just before the last probe of the growth's window was sent does not
+// lend its rate to the growth the rate before it made. The VM's step down
+// from 3 to 2 Mbit/s: cut from 3.23 to 2.42 Mbit/s, then to 1.81 at 0.8 s;
+// the probes read 160 ms at 1.0 s and 194 ms at 1.2 s, sent (a queue's
+// depth and up to a tick before) at 0.64 and 0.81 s, nearly all of that
+// at 2.42. The queue grew 0.17 s a second, so it drained at 2.42/1.17 =
+// 2.07 Mbit/s; read with the rate at the last send, 1.81/1.17 = 1.55.
+func TestGrowthIsFedByTheRateWhileItsProbesWereSent(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	t0 := time.Unix(1_700_000_000, 0)
+	c.rates = []safeRate{{rate: 3_225_000, at: t0.Add(-time.Second)}, {rate: 2_419_000, at: t0.Add(400 * time.Millisecond)}, {rate: 1_814_000, at: t0.Add(800 * time.Millisecond)}}
+	c.rate = 1_814_000
+	c.recent = []point{{t0.Add(time.Second), 160 * time.Millisecond}, {t0.Add(1200 * time.Millisecond), 194 * time.Millisecond}}
+	est, by := c.estimate(Input{At: t0.Add(1200 * time.Millisecond)}, 1)
+	if by != "growth" || est < 1.9e6 || est > 2.2e6 {
+		t.Errorf("estimate %.0f bit/s (%s), want about 2.07 Mbit/s from the growth", est, by)
+	}
+}
+
+// The delay a cut shows in goes on rising for a round trip: the probes that
+// read it were sent at the rate before. A delay falling from that peak is
+// the cut working, even while it is still over the delay at the cut; one
+// still rising is not, and is cut again.
+func TestCutIsJudgedFromThePeakAfterIt(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		after []time.Duration
+		cuts  int
+	}{
+		{"falling from its peak", []time.Duration{60 * time.Millisecond, 50 * time.Millisecond, 42 * time.Millisecond, 38 * time.Millisecond}, 0},
+		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFeeder(t)
+			for range 5 {
+				f.step(0)
+			}
+			f.step(10 * time.Millisecond)
+			if d := f.step(35 * time.Millisecond); d.Direction != "down" {
+				t.Fatalf("a queue rising past the threshold: %s, want a cut", d.Key())
+			}
+			cuts := 0
+			for _, v := range tt.after {
+				if d := f.step(v); d.Direction == "down" {
+					cuts++
+				}
+			}
+			if cuts != tt.cuts {
+				t.Errorf("delays %v after a cut at 35 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
+			}
+		})
 	}
 }
