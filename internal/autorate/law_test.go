@@ -165,6 +165,29 @@ func TestFillIsReadWithTheRateHeld(t *testing.T) {
 	}
 }
 
+// Nor is it read in the 2 s after a cut, while the connections recover from
+// the drops it brought: the hold after it would go over the cap.
+func TestFillIsNotReadJustAfterACut(t *testing.T) {
+	f := newFeeder(t)
+	for range 5 {
+		f.step(0)
+	}
+	f.step(10 * time.Millisecond)
+	if d := f.step(40 * time.Millisecond); d.Direction != "down" {
+		t.Fatalf("a queue rising past the threshold: %s, want a cut", d.Key())
+	}
+	// The rate held after the cut, the queue gone, the connections at
+	// 80 % of it for 1.8 s.
+	f.fill = 0.8
+	f.c.ceil, f.c.probeWait = float64(f.c.Rate())*1.1, time.Minute
+	for range 9 {
+		f.step(0)
+	}
+	if got := f.c.fill(); got != 1 {
+		t.Errorf("the share read %.3f within 2 s of a cut, want 1 (unknown)", got)
+	}
+}
+
 // rateOver is the mean rate over a time: the growth between two probes was
 // fed by the rate while they were sent.
 func TestRateOver(t *testing.T) {
