@@ -647,8 +647,13 @@ func (c *Controller) rateAt(t time.Time) uint64 {
 func (c *Controller) decrease(d *Decision, in Input) {
 	since := in.At.Sub(c.lastDecrease)
 	switch {
-	case since < c.cfg.Refractory || (since < c.cfg.DrainWait && float64(d.Delay) < 0.9*float64(c.decreaseAt)):
-		// Refractory: the last cut needs time to show.
+	case since < c.cfg.Refractory || (since < c.cfg.DrainWait && (float64(d.Delay) < 0.9*float64(c.decreaseAt) || d.By == PassiveSignal && !c.rising)):
+		// Refractory: the last cut needs time to show. srtt moves an
+		// eighth of the way to each RTT sample: within DrainWait of a
+		// cut, a passive delay that has stopped rising is the cut not
+		// shown yet, not a queue the cut left. (After a reflector
+		// outage, such a second cut took the rate to 72 % of the cap
+		// in a draw of the model.)
 		d.Reason = "refractory"
 		return
 	case float64(d.Delay) < 0.9*float64(c.decreaseAt) && since < c.cfg.DrainLimit && !c.calm:
@@ -858,12 +863,15 @@ func (c *Controller) fill() float64 {
 // behind cake, which idles at no rate: the hold after the first cut went
 // 9 % over the ceiling, and bloated again within a second.
 //
-// Nor is it read within 2 s of a cut: the connections are then recovering
-// from the drops the cut brought at the shaper. In a VM run the first held
-// ticks after a 28 % cut read 0.83, and the hold after it went to 2.54
-// Mbit/s under a 2 Mbit/s cap.
+// Nor is it read before the first cut, while the connections are still in
+// slow start, or within 2 s of a cut, while they recover from the drops it
+// brought at the shaper. In VM runs the first reading, which sets the share,
+// read 0.92 at the start of the upload and 0.83 after a 28 % cut: every
+// hold after it went 6 % over the ceiling, or to 2.54 Mbit/s under a
+// 2 Mbit/s cap.
 func (c *Controller) settled(now time.Time) bool {
-	return len(c.rates) > 0 && now.Sub(c.rates[len(c.rates)-1].at) >= 3*c.cfg.Tick && now.Sub(c.lastDecrease) >= 2*time.Second
+	return len(c.rates) > 0 && now.Sub(c.rates[len(c.rates)-1].at) >= 3*c.cfg.Tick &&
+		!c.lastDecrease.IsZero() && now.Sub(c.lastDecrease) >= 2*time.Second
 }
 
 // probing reports whether the plateau that began at probeAt goes on: for

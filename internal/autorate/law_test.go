@@ -165,6 +165,22 @@ func TestFillIsReadWithTheRateHeld(t *testing.T) {
 	}
 }
 
+// Nor before the first cut, with the connections in slow start.
+func TestFillIsNotReadInSlowStart(t *testing.T) {
+	f := newFeeder(t)
+	f.fill = 0.8
+	// Held at --max, with no queue: nothing moves the rate.
+	f.c.pol.Max = f.c.Rate()
+	for range 15 {
+		if d := f.step(0); d.Rate != d.Old {
+			t.Fatalf("at --max: %s", d.Key())
+		}
+	}
+	if got := f.c.fill(); got != 1 {
+		t.Errorf("the share read %.3f before any cut, want 1 (unknown)", got)
+	}
+}
+
 // Nor is it read in the 2 s after a cut, while the connections recover from
 // the drops it brought: the hold after it would go over the cap.
 func TestFillIsNotReadJustAfterACut(t *testing.T) {
@@ -259,6 +275,49 @@ func TestCutIsJudgedFromThePeakAfterIt(t *testing.T) {
 			}
 			if cuts != tt.cuts {
 				t.Errorf("delays %v after a cut at 35 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
+			}
+		})
+	}
+}
+
+// srtt moves an eighth of the way to each RTT sample: the passive signal
+// shows a cut late, and a passive delay that has stopped rising within a
+// second of a cut is the cut not shown yet. Only one still rising is cut
+// again.
+func TestPassiveDelayFlatAfterACutIsNotCutAgain(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		after []time.Duration
+		cuts  int
+	}{
+		{"flat at its peak", []time.Duration{60 * time.Millisecond, 61 * time.Millisecond, 60 * time.Millisecond, 55 * time.Millisecond}, 0},
+		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy()
+			p.Passive, p.Reflectors = true, nil
+			c := NewController(p, DefaultConfig())
+			at, sent := time.Unix(1_700_000_000, 0), uint64(0)
+			step := func(v time.Duration) Decision {
+				at = at.Add(c.cfg.Tick)
+				sent += uint64(float64(c.Rate()) * c.cfg.Tick.Seconds() / 8)
+				return c.Step(Input{At: at, SentBytes: sent, Readings: []Reading{{Signal: PassiveSignal, Value: v, Relative: true}}})
+			}
+			for range 5 {
+				step(0)
+			}
+			step(10 * time.Millisecond)
+			if d := step(40 * time.Millisecond); d.Direction != "down" {
+				t.Fatalf("a passive delay rising past the threshold: %s, want a cut", d.Key())
+			}
+			cuts := 0
+			for _, v := range tt.after {
+				if d := step(v); d.Direction == "down" {
+					cuts++
+				}
+			}
+			if cuts != tt.cuts {
+				t.Errorf("passive delays %v after a cut at 40 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
 			}
 		})
 	}
