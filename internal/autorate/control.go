@@ -546,9 +546,7 @@ func (c *Controller) Step(in Input) Decision {
 // slope is how fast the delay grows (seconds of queue per second), by least
 // squares over the last three ticks at one rate; 0 with fewer than least.
 func (c *Controller) slope(least int) float64 {
-	// The last three ticks: a longer window straddles the moment the
-	// queue started to grow and reads a steeper slope than there is.
-	pts := c.recent[max(len(c.recent)-3, 0):]
+	pts := c.growthWindow()
 	n := float64(len(pts))
 	if len(pts) < max(least, 2) {
 		return 0
@@ -564,6 +562,13 @@ func (c *Controller) slope(least int) float64 {
 		return 0
 	}
 	return (n*sxy - sx*sy) / den
+}
+
+// growthWindow is the ticks slope reads: the last three. A longer window
+// straddles the moment the queue started to grow and reads a steeper slope
+// than there is.
+func (c *Controller) growthWindow() []point {
+	return c.recent[max(len(c.recent)-3, 0):]
 }
 
 // estimate is the bottleneck's rate while a queue grows past the shaper:
@@ -593,7 +598,7 @@ func (c *Controller) estimate(in Input, load float64) (float64, string) {
 	// for most of the window, and the plateaus over that ceiling found
 	// nothing under the cap.
 	if s := c.slope(2); s > 0.01 {
-		pts := c.recent[max(len(c.recent)-3, 0):]
+		pts := c.growthWindow()
 		first, last := pts[0], pts[len(pts)-1]
 		fed := c.rateOver(first.at.Add(-first.delay-c.cfg.Tick), last.at.Add(-last.delay-c.cfg.Tick))
 		g := math.Min(load, 1) * fed / (1 + s)
@@ -614,19 +619,15 @@ func (c *Controller) rateOver(a, b time.Time) float64 {
 	if !b.After(a) {
 		return float64(c.rateAt(b))
 	}
-	var sum float64
-	for t := a; t.Before(b); {
-		r := c.rateAt(t)
-		// The next change after t, or b.
-		next := b
-		for _, s := range c.rates {
-			if s.at.After(t) && s.at.Before(next) {
-				next = s.at
-			}
+	// The changes are in time order: one pass over those within (a, b).
+	t, r, sum := a, c.rateAt(a), 0.0
+	for _, s := range c.rates {
+		if s.at.After(a) && s.at.Before(b) {
+			sum += float64(r) * s.at.Sub(t).Seconds()
+			t, r = s.at, s.rate
 		}
-		sum += float64(r) * next.Sub(t).Seconds()
-		t = next
 	}
+	sum += float64(r) * b.Sub(t).Seconds()
 	return sum / b.Sub(a).Seconds()
 }
 
