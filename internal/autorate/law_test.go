@@ -14,6 +14,8 @@ type feeder struct {
 	sent uint64
 	// fill is the share of the rate the connections send (0: all of it).
 	fill float64
+	// passive feeds the delay as the passive signal instead.
+	passive bool
 }
 
 func newFeeder(t *testing.T) *feeder {
@@ -30,7 +32,39 @@ func (f *feeder) step(delay time.Duration) Decision {
 		fill = 1
 	}
 	f.sent += uint64(fill * float64(f.c.Rate()) * f.c.cfg.Tick.Seconds() / 8)
-	return f.c.Step(Input{At: f.at, SentBytes: f.sent, Readings: []Reading{{Signal: "owd:a:1", Value: 20*time.Millisecond + delay}}})
+	r := Reading{Signal: "owd:a:1", Value: 20*time.Millisecond + delay}
+	if f.passive {
+		r = Reading{Signal: PassiveSignal, Value: delay, Relative: true}
+	}
+	return f.c.Step(Input{At: f.at, SentBytes: f.sent, Readings: []Reading{r}})
+}
+
+// newPassiveFeeder is newFeeder with the passive signal alone.
+func newPassiveFeeder(t *testing.T) *feeder {
+	t.Helper()
+	f := newFeeder(t)
+	f.c.pol.Passive, f.c.pol.Reflectors, f.passive = true, nil, true
+	return f
+}
+
+// cutsAfter cuts on a queue rising to at, then feeds after and counts the
+// cuts that follow.
+func (f *feeder) cutsAfter(t *testing.T, at time.Duration, after []time.Duration) int {
+	t.Helper()
+	for range 5 {
+		f.step(0)
+	}
+	f.step(10 * time.Millisecond)
+	if d := f.step(at); d.Direction != "down" {
+		t.Fatalf("a delay rising past the threshold to %v: %s, want a cut", at, d.Key())
+	}
+	cuts := 0
+	for _, v := range after {
+		if d := f.step(v); d.Direction == "down" {
+			cuts++
+		}
+	}
+	return cuts
 }
 
 // A k-of-n verdict held over from a queue gone since does not cut a rate
@@ -259,21 +293,7 @@ func TestCutIsJudgedFromThePeakAfterIt(t *testing.T) {
 		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFeeder(t)
-			for range 5 {
-				f.step(0)
-			}
-			f.step(10 * time.Millisecond)
-			if d := f.step(35 * time.Millisecond); d.Direction != "down" {
-				t.Fatalf("a queue rising past the threshold: %s, want a cut", d.Key())
-			}
-			cuts := 0
-			for _, v := range tt.after {
-				if d := f.step(v); d.Direction == "down" {
-					cuts++
-				}
-			}
-			if cuts != tt.cuts {
+			if cuts := newFeeder(t).cutsAfter(t, 35*time.Millisecond, tt.after); cuts != tt.cuts {
 				t.Errorf("delays %v after a cut at 35 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
 			}
 		})
@@ -294,29 +314,7 @@ func TestPassiveDelayFlatAfterACutIsNotCutAgain(t *testing.T) {
 		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := policy()
-			p.Passive, p.Reflectors = true, nil
-			c := NewController(p, DefaultConfig())
-			at, sent := time.Unix(1_700_000_000, 0), uint64(0)
-			step := func(v time.Duration) Decision {
-				at = at.Add(c.cfg.Tick)
-				sent += uint64(float64(c.Rate()) * c.cfg.Tick.Seconds() / 8)
-				return c.Step(Input{At: at, SentBytes: sent, Readings: []Reading{{Signal: PassiveSignal, Value: v, Relative: true}}})
-			}
-			for range 5 {
-				step(0)
-			}
-			step(10 * time.Millisecond)
-			if d := step(40 * time.Millisecond); d.Direction != "down" {
-				t.Fatalf("a passive delay rising past the threshold: %s, want a cut", d.Key())
-			}
-			cuts := 0
-			for _, v := range tt.after {
-				if d := step(v); d.Direction == "down" {
-					cuts++
-				}
-			}
-			if cuts != tt.cuts {
+			if cuts := newPassiveFeeder(t).cutsAfter(t, 40*time.Millisecond, tt.after); cuts != tt.cuts {
 				t.Errorf("passive delays %v after a cut at 40 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
 			}
 		})
