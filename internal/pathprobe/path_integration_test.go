@@ -145,9 +145,10 @@ func newPathLab(t *testing.T) *pathLab {
 		l.netem, l.hop3Delay = true, 40*time.Millisecond
 		// The second link is 20 ms longer, a floor no reply over it can
 		// beat: a run must not straddle it. A reply over the first link can
-		// only be late, never early: the first flow to take a link waits for
-		// its neighbour's address (2.4 ms under the VM's emulation, seen in
-		// CI), and on this one 20 ms more, as the request is delayed too.
+		// only be late, never early: under the VM's emulation some come
+		// back in 2.4–2.8 ms instead of 0.2–0.6 (seen in CI), and the first
+		// flow over a link waits for its neighbour's address (on this one
+		// 20 ms more, as the request is delayed too).
 		l.ecmpDelay = 20 * time.Millisecond
 		if err := setQdisc(l.r1, "b2", "netem delay 20ms"); err != nil {
 			t.Fatalf("netem on the second ECMP link: %v", err)
