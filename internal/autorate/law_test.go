@@ -284,17 +284,27 @@ func TestGrowthIsFedByTheRateWhileItsProbesWereSent(t *testing.T) {
 // the cut working, even while it is still over the delay at the cut; one
 // still rising is not, and is cut again.
 func TestCutIsJudgedFromThePeakAfterIt(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		after []time.Duration
-		cuts  int
-	}{
+	checkCutsAfter(t, newFeeder, "delays", 35*time.Millisecond, []cutCase{
 		{"falling from its peak", []time.Duration{60 * time.Millisecond, 50 * time.Millisecond, 42 * time.Millisecond, 38 * time.Millisecond}, 0},
 		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
-	} {
+	})
+}
+
+// cutCase is an episode after a cut: the delays that follow it, and how
+// many more cuts they must bring.
+type cutCase struct {
+	name  string
+	after []time.Duration
+	cuts  int
+}
+
+// checkCutsAfter runs each case on a fresh feeder from newF, cut at at.
+func checkCutsAfter(t *testing.T, newF func(*testing.T) *feeder, signal string, at time.Duration, cases []cutCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			if cuts := newFeeder(t).cutsAfter(t, 35*time.Millisecond, tt.after); cuts != tt.cuts {
-				t.Errorf("delays %v after a cut at 35 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
+			if cuts := newF(t).cutsAfter(t, at, tt.after); cuts != tt.cuts {
+				t.Errorf("%s %v after a cut at %v: %d more cuts, want %d", signal, tt.after, at, cuts, tt.cuts)
 			}
 		})
 	}
@@ -305,18 +315,8 @@ func TestCutIsJudgedFromThePeakAfterIt(t *testing.T) {
 // second of a cut is the cut not shown yet. Only one still rising is cut
 // again.
 func TestPassiveDelayFlatAfterACutIsNotCutAgain(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		after []time.Duration
-		cuts  int
-	}{
+	checkCutsAfter(t, newPassiveFeeder, "passive delays", 40*time.Millisecond, []cutCase{
 		{"flat at its peak", []time.Duration{60 * time.Millisecond, 61 * time.Millisecond, 60 * time.Millisecond, 55 * time.Millisecond}, 0},
 		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if cuts := newPassiveFeeder(t).cutsAfter(t, 40*time.Millisecond, tt.after); cuts != tt.cuts {
-				t.Errorf("passive delays %v after a cut at 40 ms: %d more cuts, want %d", tt.after, cuts, tt.cuts)
-			}
-		})
-	}
+	})
 }
