@@ -51,6 +51,12 @@ const Blocks = 5
 // Batches are a run's figures per block of consecutive probes (by send
 // order), µs and %: their spread is how much the path drifted during the
 // run, the batch-means estimate of run-to-run noise.
+//
+// Every array has one entry per block that sent probes (or, for tcp,
+// scheduled requests), in order. A block in which nothing came back is kept:
+// its Count is 0, its Loss (or Errors) 100, and its latency figures 0,
+// which mean "no latency" (readers skip latencies of blocks whose Count is
+// 0). Dropping such a block would hide the run's worst moment from the loss.
 type Batches struct {
 	Count []int64   `json:"count"`
 	P50   []float64 `json:"p50"`
@@ -59,37 +65,64 @@ type Batches struct {
 	P999  []float64 `json:"p999"`
 	Mean  []float64 `json:"mean"`
 	// Loss is the share of each block's probes that got no reply, %.
-	Loss []float64 `json:"loss_pct"`
+	Loss []float64 `json:"loss_pct,omitempty"`
+	// Errors is the share of each block's requests that failed (or could
+	// not be sent because their connection had failed), % (tcp).
+	Errors []float64 `json:"errors_pct,omitempty"`
+}
+
+// Latencies returns the figures xs (one of b's latency arrays) of the
+// blocks that have replies.
+func (b *Batches) Latencies(xs []float64) []float64 {
+	var out []float64
+	for i, x := range xs {
+		if i < len(b.Count) && b.Count[i] > 0 {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // batches reads the per-block figures; sent is how many probes went out.
 func (s *udpStats) batches(sent int64) *Batches {
-	return batchesOf(s.blocks[:], func(i int) int64 {
+	return BatchesOf(s.blocks[:], func(i int) int64 {
 		// Block i holds sequence numbers [i·count/Blocks, (i+1)·count/Blocks)
 		// of those sent.
 		return min(int64((i+1)*s.count/Blocks), sent) - int64(i*s.count/Blocks)
-	})
+	}, nil)
 }
 
-// batchesOf reads per-block histograms (ns); sent, when not nil, says how
-// many probes block i sent, for its loss.
-func batchesOf(hs []*hdrhistogram.Histogram, sent func(i int) int64) *Batches {
+// BatchesOf reads per-block histograms of round trips (ns). sent, when not
+// nil, says how many probes block i sent, for its loss; failed, when not
+// nil, how many of its requests failed, for its errors. A block that sent
+// nothing (a run stopped early) is left out; a block whose probes all went
+// unanswered is not.
+func BatchesOf(hs []*hdrhistogram.Histogram, sent, failed func(i int) int64) *Batches {
 	b := &Batches{}
 	for i, h := range hs {
-		if h.TotalCount() == 0 {
-			continue
-		}
-		var n int64
+		var n, f int64
 		if sent != nil {
 			if n = sent(i); n <= 0 {
 				continue
 			}
 		}
-		p := summarize(h)
+		if failed != nil {
+			f = failed(i)
+		}
+		if h.TotalCount() == 0 && sent == nil && f == 0 {
+			continue // nothing was scheduled in this block
+		}
+		var p Percentiles
+		if h.TotalCount() > 0 {
+			p = summarize(h)
+		}
 		b.Count = append(b.Count, p.Count)
 		b.P50, b.P90, b.P99, b.P999, b.Mean = append(b.P50, p.P50), append(b.P90, p.P90), append(b.P99, p.P99), append(b.P999, p.P999), append(b.Mean, p.Mean)
 		if sent != nil {
 			b.Loss = append(b.Loss, round3(100*float64(max(0, n-p.Count))/float64(n)))
+		}
+		if failed != nil {
+			b.Errors = append(b.Errors, round3(100*float64(f)/float64(f+p.Count)))
 		}
 	}
 	return b
@@ -106,6 +139,9 @@ type timeBlocks struct {
 	span  time.Duration // one block
 	mu    sync.Mutex
 	h     [Blocks]*hdrhistogram.Histogram
+	// failed counts, per block, the requests scheduled there that failed
+	// or could not be sent because their connection had failed.
+	failed [Blocks]int64
 }
 
 func newTimeBlocks(start time.Time, d time.Duration) *timeBlocks {
@@ -116,18 +152,31 @@ func newTimeBlocks(start time.Time, d time.Duration) *timeBlocks {
 	return b
 }
 
+// block is the index of the block of scheduled send time at.
+func (b *timeBlocks) block(at time.Time) int {
+	return min(Blocks-1, max(0, int(at.Sub(b.start)/b.span)))
+}
+
 // record adds ns to the block of the scheduled send time at.
 func (b *timeBlocks) record(at time.Time, ns int64) {
-	i := min(Blocks-1, max(0, int(at.Sub(b.start)/b.span)))
+	i := b.block(at)
 	b.mu.Lock()
 	record(b.h[i], ns)
+	b.mu.Unlock()
+}
+
+// fail counts one failed request in the block of its scheduled send time.
+func (b *timeBlocks) fail(at time.Time) {
+	i := b.block(at)
+	b.mu.Lock()
+	b.failed[i]++
 	b.mu.Unlock()
 }
 
 func (b *timeBlocks) batches() *Batches {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return batchesOf(b.h[:], nil)
+	return BatchesOf(b.h[:], nil, func(i int) int64 { return b.failed[i] })
 }
 
 func newUDPStats(count int) *udpStats {

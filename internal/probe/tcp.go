@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -67,7 +68,12 @@ type TCPResult struct {
 	Timestamps  string `json:"timestamps"`
 	Connections int    `json:"connections"`
 	Requests    int64  `json:"requests"`
-	Errors      int64  `json:"errors"`
+	// Errors is how many connections failed (each ends its connection).
+	Errors int64 `json:"errors"`
+	// Failed is how many scheduled requests got no reply: the one that
+	// failed on each connection, and every later one it could not send.
+	// Failed / (Requests + Failed) is the run's error rate.
+	Failed int64 `json:"failed"`
 	// ErrorSample is the first error seen, when Errors > 0.
 	ErrorSample string      `json:"error_sample,omitempty"`
 	Connect     Percentiles `json:"connect_us"`
@@ -332,6 +338,55 @@ func schedule(start time.Time, conn, conns int, rate float64, k int64) time.Time
 	return start.Add(time.Duration(phase + float64(k)*period))
 }
 
+// firstAt is the first k ≥ from whose send time (schedule) is at or after t.
+func firstAt(start time.Time, conn, conns int, rate float64, from int64, t time.Time) int64 {
+	period := float64(conns) / rate * 1e9
+	phase := float64(conn) / rate * 1e9
+	k := max(from, int64(math.Ceil((float64(t.Sub(start))-phase)/period)))
+	// The estimate is within a step of the answer; schedule rounds.
+	for k > from && !schedule(start, conn, conns, rate, k-1).Before(t) {
+		k--
+	}
+	for schedule(start, conn, conns, rate, k).Before(t) {
+		k++
+	}
+	return k
+}
+
+// failRest counts request k of connection conn and every later one scheduled
+// before end as failed, each in its block: the connection is gone, so none
+// of them is sent. A run whose connections die while it runs thus shows
+// the share of its requests that failed, not one error per connection.
+func (b *timeBlocks) failRest(conn, conns int, rate float64, k int64, end time.Time) int64 {
+	var n int64
+	for i := range Blocks {
+		lo := b.start.Add(time.Duration(i) * b.span)
+		hi := lo.Add(b.span)
+		if i == 0 {
+			lo = time.Time{}
+		}
+		if i == Blocks-1 || hi.After(end) {
+			hi = end
+		}
+		if !hi.After(lo) && i > 0 {
+			continue
+		}
+		first := k
+		if !lo.IsZero() {
+			first = firstAt(b.start, conn, conns, rate, k, lo)
+		}
+		c := firstAt(b.start, conn, conns, rate, k, hi) - first
+		if c <= 0 {
+			continue
+		}
+		b.mu.Lock()
+		b.failed[i] += c
+		b.mu.Unlock()
+		n += c
+	}
+	return n
+}
+
 // coLatency charges a request with the wait a slow reply caused, without
 // charging it with the client's own lateness. It replays the run on an ideal
 // client whose timers are exact: request k starts at max(intended(k), the ideal
@@ -406,6 +461,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	lag := newShardedHist()
 	var (
 		requests, errs   atomic.Int64
+		failed           atomic.Int64
 		kernelTS, userTS atomic.Int64
 		errOnce          sync.Once
 		errSample        string
@@ -420,8 +476,11 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	for i, c := range conns {
 		go func() {
 			defer wg.Done()
-			fail := func(err error) {
+			// fail ends this connection at its request k: that request
+			// and every later one it was to send fail.
+			fail := func(k int64, err error) {
 				errs.Add(1)
+				failed.Add(blocks.failRest(i, cfg.Connections, cfg.Rate, k, end))
 				errOnce.Do(func() { errSample = err.Error() })
 			}
 			// A few connections get threads of their own: exact timers,
@@ -434,7 +493,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 			}
 			st, err := newTCPStream(ctx, c, precise, true)
 			if err != nil {
-				fail(err)
+				fail(0, err)
 				return
 			}
 			buf := make([]byte, cfg.Size)
@@ -497,7 +556,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 					if ctx.Err() != nil {
 						return
 					}
-					fail(err)
+					fail(k, err)
 					return // the stream is out of step; this connection is done
 				}
 				svc := done.Sub(sent)
@@ -541,6 +600,7 @@ func TCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 		Connections: connected,
 		Requests:    requests.Load(),
 		Errors:      errs.Load(),
+		Failed:      failed.Load(),
 		ErrorSample: errSample,
 		Service:     summarize(svcH),
 		Timestamps:  timestampSource(kernelTS.Load(), userTS.Load()),
