@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -21,21 +22,23 @@ const ExitGateRolledBack = 4
 
 // gateFlags are the flags of a measured gate (apply --prove, prove).
 type gateFlags struct {
-	prove  string
-	slo    string
-	settle time.Duration
+	prove   string
+	slo     string
+	sloOnly bool
+	settle  time.Duration
 }
 
 func (g *gateFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&g.prove, "prove", "", "gate the change on a measurement: a probe as for 'lowlat probe' (`\"udp HOST:PORT [flags]\"`, or tcp, crr, load), run before and after; keep only if it is not worse (exit 4 when rolled back)")
-	f.StringVar(&g.slo, "slo", "", "with --prove, what the change must achieve: `TERMS` like \"p99<=8ms,loss<=1%\" (metric OP value; default: not worse on p50, p99 and loss)")
+	f.StringVar(&g.slo, "slo", "", "with --prove, what the change must achieve: `TERMS` like \"p99<=8ms,loss<=1%\" (metric OP value), judged beside 'not worse than the baseline' on p50, p99, loss and errors")
+	f.BoolVar(&g.sloOnly, "slo-only", false, "with --slo, judge by the SLO's terms alone, not also 'not worse' on p50, p99, loss and errors (for a change that trades one figure for another on purpose)")
 	f.DurationVar(&g.settle, "settle", 5*time.Second, "with --prove, wait this long after the change before measuring again")
 }
 
 // gateRun is a parsed gate: the probe to run and what to judge by.
 type gateRun struct {
-	m   *measurement
-	slo gate.SLO
+	m      *measurement
+	policy gate.Policy
 	gateFlags
 }
 
@@ -43,8 +46,11 @@ type gateRun struct {
 // nil when there is no --prove.
 func parseGate(env *Env, cmd string, g gateFlags) (*gateRun, error) {
 	if g.prove == "" {
-		if g.slo != "" {
+		switch {
+		case g.slo != "":
 			return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --slo needs --prove (the probe that measures it)", cmd)}
+		case g.sloOnly:
+			return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --slo-only needs --prove and --slo", cmd)}
 		}
 		return nil, nil
 	}
@@ -59,10 +65,13 @@ func parseGate(env *Env, cmd string, g gateFlags) (*gateRun, error) {
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --slo %q: %v", cmd, g.slo, err)}
 	}
+	if g.sloOnly && len(slo) == 0 {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --slo-only needs --slo (the terms to judge by)", cmd)}
+	}
 	if g.settle < 0 {
 		return nil, &ExitError{Code: 2, Err: fmt.Errorf("%s: --settle %v: must not be negative", cmd, g.settle)}
 	}
-	return &gateRun{m: m, slo: slo, gateFlags: g}, nil
+	return &gateRun{m: m, policy: gate.Policy{SLO: slo, SLOOnly: g.sloOnly}, gateFlags: g}, nil
 }
 
 // gateMargin is what the dead-man deadline leaves beyond settling and one
@@ -113,6 +122,8 @@ type gateOutcome struct {
 	Before  any         `json:"before"`
 	After   any         `json:"after"`
 	Result  *txn.Result `json:"result,omitempty"`
+	// Rollback is, when the gate rolled the change back, what that did.
+	Rollback *rollbackSummary `json:"rollback,omitempty"`
 }
 
 // judge settles, measures after the change, decides, journals the evidence
@@ -139,12 +150,23 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 		}
 	}
 	afterRes, after, err := g.measure(ctx, env, "after")
-	if err != nil {
+	var v gate.Verdict
+	switch {
+	case err != nil && ctx.Err() != nil:
 		return fail(err)
+	case err != nil:
+		// The probe that measured the baseline fails with the change in
+		// force: the change may have cut the path. That is a verdict
+		// against the change, not a gate that could not decide.
+		v = gate.Verdict{Reason: "the probe failed with the change in force: " + err.Error()}
+	default:
+		v = gate.Decide(before, after, g.policy)
 	}
-	v := gate.Decide(before, after, g.slo)
 	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes}
-	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, After: figures(after), Keep: v.Keep, Reason: v.Reason}
+	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason}
+	if after != nil {
+		ev.After = figures(after)
+	}
 	if before != nil {
 		ev.Before = figures(before)
 	}
@@ -163,10 +185,58 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 	out.Verdict = "rolled back"
 	res, err := eng.Rollback(context.WithoutCancel(ctx), txn.RollbackOptions{Txn: id, Reason: "gate: " + v.Reason})
 	out.Result = res
+	out.Rollback = rollbackOutcome(res)
 	if err != nil {
 		return out, fmt.Errorf("rolled back by the gate, but: %w", err)
 	}
 	return out, nil
+}
+
+// rollbackSummary is what a gate's rollback did to each knob: restored
+// exactly, restored but not exactly (the previous value could not be
+// recreated), or gone (its device vanished), and any it could not restore.
+type rollbackSummary struct {
+	Exact   int        `json:"exact"`
+	Inexact []txn.Item `json:"inexact"`
+	Gone    []txn.Item `json:"gone"`
+	Failed  []txn.Item `json:"failed"`
+}
+
+func rollbackOutcome(res *txn.Result) *rollbackSummary {
+	if res == nil {
+		return nil
+	}
+	return &rollbackSummary{Exact: len(res.Changed), Inexact: orEmpty(res.Inexact), Gone: orEmpty(res.Gone), Failed: orEmpty(res.Failed)}
+}
+
+func orEmpty(xs []txn.Item) []txn.Item {
+	if xs == nil {
+		return []txn.Item{}
+	}
+	return xs
+}
+
+// line is the rollback's outcome in one sentence.
+func (r *rollbackSummary) line() string {
+	parts := []string{fmt.Sprintf("%d knob(s) restored exactly", r.Exact)}
+	for _, x := range []struct {
+		what  string
+		items []txn.Item
+	}{{"not exact", r.Inexact}, {"gone", r.Gone}, {"NOT restored", r.Failed}} {
+		if len(x.items) == 0 {
+			continue
+		}
+		var names []string
+		for _, it := range x.items {
+			n := it.Knob
+			if it.Error != "" {
+				n += " (" + it.Error + ")"
+			}
+			names = append(names, n)
+		}
+		parts = append(parts, fmt.Sprintf("%d %s: %s", len(x.items), x.what, strings.Join(names, "; ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // figures is a summary as the journal keeps it.
@@ -210,6 +280,13 @@ func renderGate(env *Env, o *gateOutcome) error {
 		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Kept by the gate:", report.Good, env.TTY), o.Reason)
 	} else {
 		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Rolled back by the gate:", report.Bad, env.TTY), o.Reason)
+		if o.Rollback != nil {
+			st := report.Good
+			if len(o.Rollback.Inexact)+len(o.Rollback.Gone)+len(o.Rollback.Failed) > 0 {
+				st = report.Warn
+			}
+			fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Rollback:", st, env.TTY), o.Rollback.line())
+		}
 	}
 	return nil
 }

@@ -230,7 +230,7 @@ func TestIntegrationGateNoise(t *testing.T) {
 	worse := 0
 	for i := range pairs {
 		a, b := measure(fmt.Sprintf("a%d.json", i)), measure(fmt.Sprintf("b%d.json", i))
-		v := gate.Decide(a, b, nil)
+		v := gate.Decide(a, b, gate.Policy{})
 		if !v.Keep {
 			worse++
 			t.Logf("pair %d: %s", i, v.Reason)

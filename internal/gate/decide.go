@@ -22,7 +22,10 @@ const (
 type Row struct {
 	Metric string  `json:"metric"`
 	Before *Metric `json:"before,omitempty"`
-	After  *Metric `json:"after,omitempty"`
+	// Band is the range the baseline expects a later run of the same path
+	// in (Summary.Band): After's interval is compared with it.
+	Band  *[2]float64 `json:"band,omitempty"`
+	After *Metric     `json:"after,omitempty"`
 	// SLO is the metric's terms, as written, comma-separated.
 	SLO     string `json:"slo,omitempty"`
 	Verdict string `json:"verdict"`
@@ -35,26 +38,46 @@ type Verdict struct {
 	Rows   []Row  `json:"rows"`
 }
 
-// Decide judges a change: after is the measurement with it, before the
-// baseline (nil: none, the SLO alone decides). The change is kept only when
-// every SLO term holds after it and no judged metric (the SLO's, or p50, p99
-// and loss without one) got worse than the baseline beyond the noise.
-func Decide(before, after *Summary, slo SLO) Verdict {
-	var names []string
-	terms := map[string][]Term{}
-	for _, t := range slo {
-		if !slices.Contains(names, t.Metric) {
-			names = append(names, t.Metric)
-		}
+// Policy is what a gate judges by: the SLO's terms, and, against a
+// baseline, "not worse" on the default metrics (p50, p99, loss and errors,
+// those the probe reports), which an SLO adds to rather than replaces.
+type Policy struct {
+	SLO SLO
+	// SLOOnly judges by the SLO's terms alone (apply --slo-only): the
+	// default metrics are not compared with the baseline. For a change
+	// that trades one figure for another on purpose.
+	SLOOnly bool
+}
+
+// judged lists the metrics a verdict compares, in order: the default
+// terms either summary reports (against a baseline, unless SLOOnly), then
+// the SLO's others; and the SLO's terms by metric.
+func (p Policy) judged(before, after *Summary) (names []string, terms map[string][]Term) {
+	terms = map[string][]Term{}
+	for _, t := range p.SLO {
 		terms[t.Metric] = append(terms[t.Metric], t)
 	}
-	if len(slo) == 0 && before != nil {
+	if before != nil && !(p.SLOOnly && len(p.SLO) > 0) {
 		for _, m := range defaultTerms {
-			if after.Has(m) || (before != nil && before.Has(m)) {
+			if after.Has(m) || before.Has(m) || len(terms[m]) > 0 {
 				names = append(names, m)
 			}
 		}
 	}
+	for _, t := range p.SLO {
+		if !slices.Contains(names, t.Metric) {
+			names = append(names, t.Metric)
+		}
+	}
+	return names, terms
+}
+
+// Decide judges a change: after is the measurement with it, before the
+// baseline (nil: none, the SLO alone decides). The change is kept only when
+// every SLO term holds after it and no judged metric (the default terms and
+// the SLO's) got worse than the baseline beyond the noise.
+func Decide(before, after *Summary, p Policy) Verdict {
+	names, terms := p.judged(before, after)
 	v := Verdict{Keep: true}
 	var bad, good []string
 	for _, name := range names {
@@ -67,6 +90,8 @@ func Decide(before, after *Summary, slo SLO) Verdict {
 		if before != nil && before.Has(name) {
 			m := before.Metrics[name]
 			r.Before = &m
+			lo, hi := before.Band(name)
+			r.Band = &[2]float64{lo, hi}
 		}
 		if !after.Has(name) {
 			r.Verdict = NotMeasured
@@ -78,7 +103,7 @@ func Decide(before, after *Summary, slo SLO) Verdict {
 		r.After = &m
 		r.Verdict = Met
 		if r.Before != nil {
-			r.Verdict = compare(name, *r.Before, m)
+			r.Verdict = compare(name, *r.Band, m)
 		}
 		for _, t := range terms[name] {
 			if !t.holds(m.Value) {
@@ -103,9 +128,11 @@ func Decide(before, after *Summary, slo SLO) Verdict {
 		v.Keep, v.Reason = false, "nothing to judge by: no SLO and no baseline"
 	case len(bad) > 0:
 		v.Keep, v.Reason = false, strings.Join(bad, "; ")
-	case len(slo) > 0 && before != nil:
+	case len(p.SLO) > 0 && before != nil && p.SLOOnly:
+		v.Reason = strings.Join(good, ", ") + ": every SLO term holds and no SLO metric got worse"
+	case len(p.SLO) > 0 && before != nil:
 		v.Reason = strings.Join(good, ", ") + ": every SLO term holds and nothing got worse"
-	case len(slo) > 0:
+	case len(p.SLO) > 0:
 		v.Reason = strings.Join(good, ", ") + ": every SLO term holds"
 	default:
 		v.Reason = strings.Join(good, ", ") + ": not worse on " + strings.Join(names, ", ")
@@ -113,16 +140,19 @@ func Decide(before, after *Summary, slo SLO) Verdict {
 	return v
 }
 
-// compare says whether after is worse, better or the same as before: worse
-// only when the two intervals do not overlap on the bad side.
-func compare(name string, before, after Metric) string {
+// compare says whether after is worse, better or the same as the
+// baseline: worse only when after's own interval lies wholly on the bad side
+// of band, the range the baseline expects a later run of the same path in.
+func compare(name string, band [2]float64, after Metric) string {
+	lo, hi := band[0], band[1]
 	if metrics[name].higher {
-		before, after = negate(before), negate(after)
+		after = negate(after)
+		lo, hi = -hi, -lo
 	}
 	switch {
-	case after.Lo > before.Hi:
+	case after.Lo > hi:
 		return Worse
-	case after.Hi < before.Lo:
+	case after.Hi < lo:
 		return Better
 	}
 	return Same
@@ -184,7 +214,11 @@ func (v Verdict) Table() [][]string {
 		if slo == "" {
 			slo = "not worse"
 		}
-		out = append(out, []string{r.Metric, cell(r.Before), cell(r.After), slo, r.Verdict})
+		before := cell(r.Before)
+		if r.Before != nil && r.Band != nil {
+			before = fmt.Sprintf("%s [%s, %s]", Format(r.Before.Value, r.Before.Unit), num(r.Band[0]), num(r.Band[1]))
+		}
+		out = append(out, []string{r.Metric, before, cell(r.After), slo, r.Verdict})
 	}
 	return out
 }

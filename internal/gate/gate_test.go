@@ -121,22 +121,36 @@ func gameRTT(scale float64) sampler {
 	}
 }
 
-// udpResult builds a UDP result of n probes drawn from s, lost of them lost.
+// udpResult builds a UDP result of n probes drawn from s, lost of them lost
+// at random.
 func udpResult(t testing.TB, r *rand.Rand, s sampler, n, lost int) *probe.UDPResult {
+	gone := map[int]bool{}
+	for _, i := range r.Perm(n)[:lost] {
+		gone[i] = true
+	}
+	return udpResultLosing(t, r, s, n, func(i int) bool { return gone[i] })
+}
+
+// udpRamp builds a UDP result of n probes drawn from s whose block b (of
+// probe.Blocks, in send order) loses about pct[b] % of its probes.
+func udpRamp(t testing.TB, r *rand.Rand, s sampler, n int, pct []float64) *probe.UDPResult {
+	return udpResultLosing(t, r, s, n, func(i int) bool { return r.Float64()*100 < pct[i*probe.Blocks/n] })
+}
+
+// udpResultLosing builds a UDP result of n probes drawn from s, probe i lost
+// when lose(i). Its batches are built by the probe's own code.
+func udpResultLosing(t testing.TB, r *rand.Rand, s sampler, n int, lose func(i int) bool) *probe.UDPResult {
 	rtt, ipdv := hdrhistogram.New(1, 3600e9, 3), hdrhistogram.New(1, 3600e9, 3)
-	var blocks [probe.Blocks]*hdrhistogram.Histogram
+	blocks := make([]*hdrhistogram.Histogram, probe.Blocks)
 	for i := range blocks {
 		blocks[i] = hdrhistogram.New(1, 3600e9, 2)
 	}
 	var last int64
 	var jitter float64
-	// Lost probes fall at random.
-	gone := map[int]bool{}
-	for _, i := range r.Perm(n)[:lost] {
-		gone[i] = true
-	}
+	lost := 0
 	for i := range n {
-		if gone[i] {
+		if lose(i) {
+			lost++
 			continue
 		}
 		v := s(r)
@@ -152,18 +166,7 @@ func udpResult(t testing.TB, r *rand.Rand, s sampler, n, lost int) *probe.UDPRes
 		}
 		last = v
 	}
-	b := &probe.Batches{}
-	for i, h := range blocks {
-		if h.TotalCount() == 0 {
-			continue
-		}
-		q := func(p float64) float64 { return float64(h.ValueAtQuantile(p)) / 1e3 }
-		sent := (i+1)*n/probe.Blocks - i*n/probe.Blocks
-		b.Count = append(b.Count, h.TotalCount())
-		b.P50, b.P90, b.P99, b.P999 = append(b.P50, q(50)), append(b.P90, q(90)), append(b.P99, q(99)), append(b.P999, q(99.9))
-		b.Mean = append(b.Mean, h.Mean()/1e3)
-		b.Loss = append(b.Loss, 100*float64(int64(sent)-h.TotalCount())/float64(sent))
-	}
+	b := probe.BatchesOf(blocks, func(i int) int64 { return int64((i+1)*n/probe.Blocks - i*n/probe.Blocks) }, nil)
 	return &probe.UDPResult{
 		Meta:       probe.Meta{Type: "udp", Target: "192.0.2.1:7431"},
 		Batches:    b,
@@ -202,7 +205,7 @@ func TestSameDistributionIsNotWorse(t *testing.T) {
 	for range pairs {
 		before := summarize(t, udpResult(t, r, gameRTT(1), 1000, r.IntN(4)))
 		after := summarize(t, udpResult(t, r, gameRTT(1), 1000, r.IntN(4)))
-		v := Decide(before, after, nil)
+		v := Decide(before, after, Policy{})
 		for _, row := range v.Rows {
 			if row.Verdict == Worse {
 				worse[row.Metric]++
@@ -227,13 +230,13 @@ func TestShiftIsDetected(t *testing.T) {
 	var slower, lossy, faster int
 	for range runs {
 		before := summarize(t, udpResult(t, r, gameRTT(1), 1000, 0))
-		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(1.15), 1000, 0)), nil); !v.Keep && v.Rows[0].Verdict == Worse {
+		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(1.15), 1000, 0)), Policy{}); !v.Keep && v.Rows[0].Verdict == Worse {
 			slower++
 		}
-		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(1), 1000, 30)), nil); !v.Keep && v.Rows[2].Verdict == Worse {
+		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(1), 1000, 30)), Policy{}); !v.Keep && v.Rows[2].Verdict == Worse {
 			lossy++
 		}
-		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(0.5), 1000, 0)), nil); v.Keep && v.Rows[0].Verdict == Better {
+		if v := Decide(before, summarize(t, udpResult(t, r, gameRTT(0.5), 1000, 0)), Policy{}); v.Keep && v.Rows[0].Verdict == Better {
 			faster++
 		}
 	}
@@ -275,39 +278,164 @@ func TestQuantileIntervalCoversTheTruth(t *testing.T) {
 	}
 }
 
+// row is the verdict's row for metric, or a zero row.
+func row(v Verdict, metric string) Row {
+	for _, r := range v.Rows {
+		if r.Metric == metric {
+			return r
+		}
+	}
+	return Row{}
+}
+
 func TestDecideSLO(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	before := summarize(t, udpResult(t, r, gameRTT(1), 1000, 0))
 	after := summarize(t, udpResult(t, r, gameRTT(0.2), 1000, 0))
 
 	slo, _ := ParseSLO("p99<=1us")
-	v := Decide(before, after, slo)
-	if v.Keep || v.Rows[0].Verdict != Violated || !strings.Contains(v.Reason, "violates p99<=1us") {
+	v := Decide(before, after, Policy{SLO: slo})
+	if v.Keep || row(v, "p99").Verdict != Violated || !strings.Contains(v.Reason, "violates p99<=1us") {
 		t.Errorf("impossible SLO: %+v", v)
 	}
 	slo, _ = ParseSLO("p99<=100ms,loss<=1%")
-	v = Decide(before, after, slo)
-	if !v.Keep || len(v.Rows) != 2 || v.Rows[0].Verdict != Better || !strings.Contains(v.Reason, "every SLO term holds") {
+	v = Decide(before, after, Policy{SLO: slo})
+	if !v.Keep || len(v.Rows) != 3 || row(v, "p99").Verdict != Better || row(v, "p99").SLO != "p99<=100ms" || !strings.Contains(v.Reason, "every SLO term holds") {
 		t.Errorf("SLO met and better: %+v", v)
 	}
 	// No baseline: the SLO alone.
-	v = Decide(nil, after, slo)
-	if !v.Keep || v.Rows[0].Verdict != Met {
+	v = Decide(nil, after, Policy{SLO: slo})
+	if !v.Keep || len(v.Rows) != 2 || v.Rows[0].Verdict != Met {
 		t.Errorf("SLO alone: %+v", v)
 	}
 	// Met, but worse than the baseline: rolled back.
-	v = Decide(after, before, slo)
-	if v.Keep || v.Rows[0].Verdict != Worse {
+	v = Decide(after, before, Policy{SLO: slo})
+	if v.Keep || row(v, "p99").Verdict != Worse {
 		t.Errorf("SLO met but worse: %+v", v)
 	}
 	// Nothing came back after the change: no latency to judge.
 	dead := summarize(t, udpResult(t, r, gameRTT(1), 1000, 1000))
-	v = Decide(before, dead, nil)
+	v = Decide(before, dead, Policy{})
 	if v.Keep || v.Rows[0].Verdict != NotMeasured {
 		t.Errorf("all lost: %+v", v)
 	}
-	if v := Decide(nil, after, nil); v.Keep {
+	if v := Decide(nil, after, Policy{}); v.Keep {
 		t.Errorf("no SLO, no baseline kept: %+v", v)
+	}
+}
+
+// TestSLOKeepsTheDefaultTerms: an SLO adds terms to "not worse on p50, p99,
+// loss and errors"; it does not replace them. The issue's case: with
+// --slo "p99<=8ms", a run whose reflector died half-way was kept at 50 %
+// loss. Only SLOOnly (apply --slo-only) judges by the SLO alone.
+func TestSLOKeepsTheDefaultTerms(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	fast := func(r *rand.Rand) int64 { return int64(2e6 + 1e5*r.NormFloat64()) }
+	before := summarize(t, udpResult(t, r, fast, 600, 0))
+	died := summarize(t, udpRamp(t, r, fast, 600, []float64{0, 0, 50, 100, 100}))
+	slo, _ := ParseSLO("p99<=8ms")
+	v := Decide(before, died, Policy{SLO: slo})
+	if v.Keep || row(v, "loss").Verdict != Worse || row(v, "p99").Verdict == Violated {
+		t.Errorf("SLO p99<=8ms, loss 0 → %.0f %%: kept %v (%s)", died.Metrics["loss"].Value, v.Keep, v.Reason)
+	}
+	for _, m := range []string{"p50", "p99", "loss"} {
+		if row(v, m).Metric == "" {
+			t.Errorf("default term %s not judged beside the SLO: %+v", m, v.Rows)
+		}
+	}
+	v = Decide(before, died, Policy{SLO: slo, SLOOnly: true})
+	if !v.Keep || len(v.Rows) != 1 || v.Rows[0].Metric != "p99" {
+		t.Errorf("SLOOnly: want the SLO alone, kept: %+v", v)
+	}
+}
+
+// TestDegradingRunIsWorse: the noise comes from the baseline. An after-run
+// whose loss ramps 0, 0, 10, 30, 60 % over its blocks is a change, not
+// noise; on today's main it was kept 100 times of 100 (the after-run's own
+// block spread widened its loss interval to [0, 50+ %]).
+func TestDegradingRunIsWorse(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const runs = 100
+	worse := 0
+	for range runs {
+		before := summarize(t, udpResult(t, r, gameRTT(1), 500, r.IntN(3)))
+		after := summarize(t, udpRamp(t, r, gameRTT(1), 500, []float64{0, 0, 10, 30, 60}))
+		if v := Decide(before, after, Policy{}); !v.Keep && row(v, "loss").Verdict == Worse {
+			worse++
+		}
+	}
+	t.Logf("a loss ramp 0, 0, 10, 30, 60 %%: worse in %d of %d", worse, runs)
+	if worse < 99 {
+		t.Errorf("a loss ramp 0, 0, 10, 30, 60 %% was judged worse in %d of %d runs; want ≥ 99", worse, runs)
+	}
+}
+
+// TestSilentBlocksCount: a block in which no probe came back is a block at
+// 100 % loss, not a block that never was (probe.BatchesOf used to drop it).
+func TestSilentBlocksCount(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	res := udpRamp(t, r, gameRTT(1), 500, []float64{0, 0, 100, 100, 100})
+	b := res.Batches
+	if len(b.Loss) != probe.Blocks || b.Loss[4] != 100 || b.Count[4] != 0 {
+		t.Fatalf("batches of a run silent from its third block: %+v", b)
+	}
+	if got := b.Latencies(b.P50); len(got) != 2 {
+		t.Errorf("latencies of the blocks with replies: %v, want 2", got)
+	}
+}
+
+// TestIntervalsInRange: every interval and band lies inside its metric's
+// range (loss read [0, 121.7 %] on main), and holds its value.
+func TestIntervalsInRange(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for i := range 200 {
+		pct := make([]float64, probe.Blocks)
+		for b := range pct {
+			pct[b] = []float64{0, 0, 5, 50, 100}[r.IntN(5)]
+		}
+		pct[0] = 0
+		s := summarize(t, udpRamp(t, r, gameRTT(0.001+r.Float64()), 200+r.IntN(800), pct))
+		for name, m := range s.Metrics {
+			lo, hi := s.Band(name)
+			top := math.Inf(1)
+			if m.Unit == "%" {
+				top = 100
+			}
+			for _, x := range []float64{m.Lo, m.Hi, lo, hi} {
+				if x < 0 || x > top {
+					t.Fatalf("run %d, %s: %+v band [%v, %v] leaves the metric's range", i, name, m, lo, hi)
+				}
+			}
+			if !(m.Lo <= m.Value && m.Value <= m.Hi && lo <= m.Lo && m.Hi <= hi) {
+				t.Fatalf("run %d, %s: %+v band [%v, %v] does not hold its value", i, name, m, lo, hi)
+			}
+		}
+	}
+}
+
+// TestErrorsAreJudged: failed requests are a metric, judged by default. On
+// main the gate never saw them: 20 of 40 requests failed, kept.
+func TestErrorsAreJudged(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	tcp := func(ok, failed int64) *Summary {
+		u := udpResult(t, r, gameRTT(1), int(ok), 0)
+		return summarize(t, &probe.TCPResult{Meta: probe.Meta{Type: "tcp"}, Requests: ok, Failed: failed, Errors: min(failed, 1), Histograms: u.Histograms})
+	}
+	v := Decide(tcp(40, 0), tcp(20, 20), Policy{})
+	if v.Keep || row(v, "errors").Verdict != Worse {
+		t.Errorf("tcp, 0 → 20 of 40 requests failed: %+v", v)
+	}
+	if v := Decide(tcp(400, 0), tcp(400, 0), Policy{}); !v.Keep {
+		t.Errorf("tcp, no errors either side: %s", v.Reason)
+	}
+	crr := func(ok, failed int64) *Summary {
+		u := udpResult(t, r, gameRTT(1), int(ok), 0)
+		h := u.Histograms["rtt_ns"]
+		return summarize(t, &probe.CRRResult{Meta: probe.Meta{Type: "crr"}, Transactions: ok, TransactionsPerSec: 10, Errors: failed,
+			Histograms: map[string]string{"connect_ns": h, "first_byte_ns": h, "last_byte_ns": h}})
+	}
+	if v := Decide(crr(40, 0), crr(20, 20), Policy{}); v.Keep || row(v, "errors").Verdict != Worse {
+		t.Errorf("crr, 0 → 20 of 40 transactions failed: %+v", v)
 	}
 }
 
@@ -316,12 +444,12 @@ func TestTable(t *testing.T) {
 	before := summarize(t, udpResult(t, r, gameRTT(1), 1000, 0))
 	after := summarize(t, udpResult(t, r, gameRTT(0.2), 1000, 0))
 	slo, _ := ParseSLO("p99<=8ms")
-	rows := Decide(before, after, slo).Table()
-	if len(rows) != 1 || len(rows[0]) != 5 || rows[0][0] != "p99" || rows[0][3] != "p99<=8ms" || rows[0][4] != Better {
+	rows := Decide(before, after, Policy{SLO: slo}).Table()
+	if len(rows) != 3 || len(rows[1]) != 5 || rows[1][0] != "p99" || rows[1][3] != "p99<=8ms" || rows[1][4] != Better || rows[0][3] != "not worse" {
 		t.Fatalf("table = %q", rows)
 	}
-	if !strings.HasSuffix(strings.Fields(rows[0][1])[1], "ms") || !strings.Contains(rows[0][2], "[") {
-		t.Errorf("cells want value, unit and interval: %q", rows[0])
+	if !strings.HasSuffix(strings.Fields(rows[1][1])[1], "ms") || !strings.Contains(rows[1][2], "[") {
+		t.Errorf("cells want value, unit and interval: %q", rows[1])
 	}
 }
 
@@ -381,7 +509,7 @@ func TestHostNoise(t *testing.T) {
 		for _, res := range []*probe.UDPResult{before, after} {
 			res.SendLag = probe.Percentiles{Count: 1000, P50: c.lagUS}
 		}
-		v := Decide(summarize(t, before), summarize(t, after), nil)
+		v := Decide(summarize(t, before), summarize(t, after), Policy{})
 		if v.Rows[0].Verdict != c.want {
 			t.Errorf("18 → 50 µs with a %v µs send lag: p50 %s, want %s (%s)", c.lagUS, v.Rows[0].Verdict, c.want, v.Reason)
 		}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"math"
 	"slices"
 	"sort"
 )
@@ -22,7 +23,24 @@ type metricDef struct {
 	class  unitClass
 	unit   string // the unit values are held and shown in
 	higher bool   // higher is better (goodput, rpm); else lower
+	// signed is a difference that may be negative (increase_ms); every
+	// other figure is at least 0, and a percentage at most 100.
+	signed bool
 	kinds  []string
+}
+
+// clip keeps x inside the metric's range: an interval never reaches below
+// 0 % or above 100 % loss, nor below 0 ms.
+func (d metricDef) clip(x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		return x
+	case d.class == classPct:
+		return min(100, max(0, x))
+	case !d.signed:
+		return max(0, x)
+	}
+	return x
 }
 
 var allKinds = []string{"udp", "tcp", "crr", "load"}
@@ -44,7 +62,8 @@ func init() {
 		metrics[l] = metricDef{class: classPct, unit: "%", kinds: []string{"udp", "load"}}
 	}
 	metrics["idle_loss"] = metricDef{class: classPct, unit: "%", kinds: []string{"load"}}
-	metrics["increase_ms"] = metricDef{class: classTime, unit: "ms", kinds: []string{"load"}}
+	metrics["increase_ms"] = metricDef{class: classTime, unit: "ms", signed: true, kinds: []string{"load"}}
+	metrics["errors"] = metricDef{class: classPct, unit: "%", kinds: []string{"tcp", "crr"}}
 	metrics["rpm"] = metricDef{class: classCount, unit: "rpm", higher: true, kinds: []string{"load"}}
 	metrics["goodput_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}}
 	metrics["goodput_up_mbps"] = metricDef{class: classRate, unit: "Mbit/s", higher: true, kinds: []string{"load"}}
@@ -64,6 +83,7 @@ func Metrics(kind string) []string {
 	return out
 }
 
-// defaultTerms are judged when there is no SLO: "not worse on p50, p99 and
-// loss" (loss where the probe measures it).
-var defaultTerms = []string{"p50", "p99", "loss"}
+// defaultTerms are always judged against a baseline, an SLO's terms added
+// to them: "not worse on p50, p99, loss and errors" (loss and errors where
+// the probe measures them).
+var defaultTerms = []string{"p50", "p99", "loss", "errors"}

@@ -9,8 +9,17 @@ import (
 	"github.com/lowlat/lowlat/internal/probe"
 )
 
-// Metric is one figure of a measurement: its value and 95 % interval, in
-// Unit.
+// Metric is one figure of a measurement: its value and the 95 % interval
+// its own samples give it (Lo, Hi), in Unit, and the run-to-run noise its
+// blocks and send lag show (Noise).
+//
+// The two are kept apart because they play different parts in a verdict.
+// A baseline's Noise says how far a later run of the same path may land:
+// the gate judges the run after a change against the baseline's Band. The
+// run after a change is judged by its own sampling interval only: a run
+// that degrades while it runs (loss that grows, a reflector that dies) has
+// a wide spread of its own, and taking that spread as noise would excuse
+// exactly the change the gate must catch.
 type Metric struct {
 	Value float64 `json:"value"`
 	Lo    float64 `json:"lo"`
@@ -18,6 +27,10 @@ type Metric struct {
 	Unit  string  `json:"unit"`
 	// N is how many samples the figure rests on.
 	N int64 `json:"n"`
+	// Noise is the half-width within which a later run of the same path
+	// is expected, from this run's blocks and its median send lag (0:
+	// none measured).
+	Noise float64 `json:"noise,omitempty"`
 }
 
 // Summary is every metric a probe result reports, by SLO name.
@@ -46,6 +59,7 @@ func Summarize(result any) (*Summary, error) {
 	case *probe.TCPResult:
 		s.Kind, s.Target = "tcp", r.Target
 		err = s.latency("", r.Histograms["rtt_ns"])
+		s.errors(r.Failed, r.Requests)
 		s.batches("", r.Batches)
 		s.hostNoise(r.SendLag)
 	case *probe.CRRResult:
@@ -60,6 +74,7 @@ func Summarize(result any) (*Summary, error) {
 			break
 		}
 		s.rate(r.Transactions, r.TransactionsPerSec)
+		s.errors(r.Errors, r.Transactions)
 	case *probe.LoadResult:
 		s.Kind, s.Target = "load", r.Target
 		if err = s.latency("", r.Histograms["loaded_rtt_ns"]); err != nil {
@@ -94,7 +109,17 @@ func (s *Summary) Has(metric string) bool {
 }
 
 func (s *Summary) put(name string, v, lo, hi float64, n int64) {
-	s.Metrics[name] = Metric{Value: round(v), Lo: round(lo), Hi: round(hi), Unit: metrics[name].unit, N: n}
+	lo, hi = metrics[name].clip(lo), metrics[name].clip(hi)
+	s.Metrics[name] = Metric{Value: round(v), Lo: round(min(lo, v)), Hi: round(max(hi, v)), Unit: metrics[name].unit, N: n}
+}
+
+// Band is the range in which a later run of the same path is expected to
+// land when this summary is the baseline: metric name's sampling interval,
+// widened to its value ± its noise, and kept inside the metric's range.
+func (s *Summary) Band(name string) (lo, hi float64) {
+	m := s.Metrics[name]
+	d := metrics[name]
+	return round(d.clip(min(m.Lo, m.Value-m.Noise))), round(d.clip(max(m.Hi, m.Value+m.Noise)))
 }
 
 // round keeps six significant digits: enough for every unit, and stable in
@@ -146,60 +171,64 @@ func (s *Summary) latency(prefix, enc string) error {
 	return nil
 }
 
-// batches widens the intervals of the percentiles, the mean and the loss
-// with the run's blocks (the probes split into consecutive fifths), when
-// that is wider than the sampling interval. Sampling alone misses the drift
-// of a path (or a host) from one moment to the next, which a later run sees
-// too:
-//   - the mean and the loss are the means of their blocks' figures, so their
-//     interval is the batch-means one: t · sd / √k;
+// batches records the run-to-run noise of the percentiles, the mean, the
+// loss and the errors from the run's blocks (the probes split into
+// consecutive fifths). Sampling alone misses the drift of a path (or a host)
+// from one moment to the next, which a later run sees too:
+//   - the mean, the loss and the errors are the means of their blocks'
+//     figures, so their noise is the batch-means one: t · sd / √k;
 //   - a percentile is not, and it moves with the path's state, which can
 //     last a whole run: a later run may sit anywhere one block of the
 //     baseline could, so the half-width is t · sd of the blocks.
+//
+// Latencies come from the blocks with replies; the loss and the errors
+// from every block, a block without a reply at 100 %.
 func (s *Summary) batches(prefix string, b *probe.Batches) {
 	if b == nil {
 		return
 	}
-	for name, xs := range map[string][]float64{"p50": b.P50, "p90": b.P90, "p99": b.P99, "p999": b.P999, "mean": b.Mean, "loss": b.Loss} {
+	for name, xs := range map[string][]float64{"p50": b.Latencies(b.P50), "p90": b.Latencies(b.P90), "p99": b.Latencies(b.P99),
+		"p999": b.Latencies(b.P999), "mean": b.Latencies(b.Mean), "loss": b.Loss, "errors": b.Errors} {
 		if _, ok := s.Metrics[prefix+name]; !ok || len(xs) < 3 {
 			continue
 		}
 		half := spreadInterval(xs)
 		scale := 1e-3 // µs to ms
 		switch name {
-		case "loss":
+		case "loss", "errors":
 			scale = 1
 			fallthrough
 		case "mean":
 			half /= math.Sqrt(float64(len(xs)))
 		}
-		s.widen(prefix+name, half*scale)
+		s.noise(prefix+name, half*scale)
 	}
 }
 
-// widen makes metric name's interval at least value ± half.
-func (s *Summary) widen(name string, half float64) {
+// noise raises metric name's noise to at least half.
+func (s *Summary) noise(name string, half float64) {
 	m := s.Metrics[name]
-	m.Lo, m.Hi = round(min(m.Lo, max(0, m.Value-half))), round(max(m.Hi, m.Value+half))
+	m.Noise = round(max(m.Noise, half))
 	s.Metrics[name] = m
 }
 
-// hostNoise widens every latency interval to at least ± half the run's
-// median send lag: how late this host woke the prober against its schedule,
-// measured in the same run. Two runs whose latencies differ by less than
-// that differ by the host's own timer and scheduling noise (Linux's default
-// timer slack alone is 50 µs), which no change to the network explains. On
-// a path of milliseconds it is negligible; on a loopback of 20 µs it is what
-// keeps a host switching between idle states from looking like a
-// regression.
+// hostNoise raises every latency's noise to at least the run's median send
+// lag: how late this host woke the prober against its schedule, measured in
+// the same run. Two runs whose latencies differ by less than that differ by
+// the host's own timer and scheduling noise (Linux's default timer slack
+// alone is 50 µs), which no change to the network explains. On a path of
+// milliseconds it is negligible; on a loopback of 20 µs it is what keeps a
+// host switching between idle states from looking like a regression. (It
+// counts once, on the baseline's side: before the noise was split from the
+// sampling interval, half of it widened each side.)
 func (s *Summary) hostNoise(lag probe.Percentiles) {
-	half := lag.P50 / 2 / 1e3 // µs to ms
+	half := lag.P50 / 1e3 // µs to ms
 	if lag.Count == 0 || half <= 0 {
 		return
 	}
 	for name := range s.Metrics {
 		if metrics[name].class == classTime && name != "increase_ms" {
-			s.widen(name, half)
+			s.noise(name, half)
 		}
 	}
 }
@@ -238,6 +267,17 @@ func (s *Summary) loss(prefix string, sent int64, l probe.Loss) {
 	}
 }
 
+// errors adds the share of requests (tcp) or transactions (crr) that
+// failed, in %, with its Wilson interval: failed of attempted.
+func (s *Summary) errors(failed, ok int64) {
+	n := failed + ok
+	if n <= 0 {
+		return
+	}
+	lo, hi := wilson(float64(failed), float64(n))
+	s.put("errors", 100*float64(failed)/float64(n), 100*lo, 100*hi, n)
+}
+
 // increase adds loaded p50 − idle p50, its interval the two intervals'
 // extremes.
 func (s *Summary) increase() {
@@ -247,6 +287,7 @@ func (s *Summary) increase() {
 		return
 	}
 	s.put("increase_ms", l.Value-i.Value, l.Lo-i.Hi, l.Hi-i.Lo, min(l.N, i.N))
+	s.noise("increase_ms", l.Noise+i.Noise)
 }
 
 // rpm adds round trips per minute under load: 60000 over the loaded RTT's

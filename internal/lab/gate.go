@@ -39,7 +39,7 @@ func judge(r *Result) {
 		if err == nil {
 			var after *gate.Summary
 			if after, err = summaryOf(v.Metrics[name]); err == nil {
-				g := &GateResult{Measurement: name, Verdict: gate.Decide(before, after, nil)}
+				g := &GateResult{Measurement: name, Verdict: gate.Decide(before, after, gate.Policy{})}
 				v.Gate = g
 				keep := 0.0
 				if g.Keep {
