@@ -22,6 +22,9 @@ type measurement struct {
 	// load): the dead-man deadline must leave room for it.
 	length time.Duration
 	run    func(ctx context.Context) (any, error)
+	// config is the probe's configuration as run (probe.UDPConfig, ...):
+	// a baseline file must have been measured with the same.
+	config any
 }
 
 // measureKinds are the probe kinds a gate can measure with.
@@ -54,6 +57,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 			cfg, err := o.config(env, args)
 			m.length = o.duration
 			m.run = func(ctx context.Context) (any, error) { return probe.UDP(ctx, cfg) }
+			m.config = cfg
 			return err
 		}
 	case "tcp":
@@ -64,6 +68,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 			cfg, err := o.config(env, args)
 			m.length = o.duration
 			m.run = func(ctx context.Context) (any, error) { return probe.TCP(ctx, cfg) }
+			m.config = cfg
 			return err
 		}
 	case "crr":
@@ -74,6 +79,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 			cfg, err := o.config(env, args)
 			m.length = o.duration
 			m.run = func(ctx context.Context) (any, error) { return probe.CRR(ctx, cfg) }
+			m.config = cfg
 			return err
 		}
 	case "load":
@@ -84,6 +90,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 			cfg, err := o.config(env, args)
 			m.length = o.idle + o.duration
 			m.run = func(ctx context.Context) (any, error) { return probe.Load(ctx, cfg) }
+			m.config = cfg
 			return err
 		}
 	default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +65,7 @@ func runProve(ctx context.Context, env *Env, o *proveOptions, args []string) err
 	var beforeRes any
 	var before *gate.Summary
 	if o.baseline != "" {
-		if beforeRes, before, err = readBaseline(o.baseline, g.m.kind); err != nil {
+		if beforeRes, before, err = readBaseline(o.baseline, g.m); err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("prove: --baseline: %w", err)}
 		}
 	}
@@ -104,8 +105,10 @@ func runProve(ctx context.Context, env *Env, o *proveOptions, args []string) err
 }
 
 // readBaseline reads a probe result written by 'lowlat probe ... -o FILE'
-// and checks it is the gate's kind of probe.
-func readBaseline(path, kind string) (any, *gate.Summary, error) {
+// and checks it was measured as the gate measures: the same kind of probe,
+// the same target and the same probe flags. A baseline measured otherwise
+// would make any difference look like the change's.
+func readBaseline(path string, m *measurement) (any, *gate.Summary, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -114,8 +117,15 @@ func readBaseline(path, kind string) (any, *gate.Summary, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if k := probe.Kind(res); k != kind {
-		return nil, nil, fmt.Errorf("%s is a %q result; the gate measures with %q", path, k, kind)
+	if k := probe.Kind(res); k != m.kind {
+		return nil, nil, fmt.Errorf("%s is a %q result; the gate measures with %q", path, k, m.kind)
+	}
+	diff, err := probe.ConfigDiff(res, m.config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(diff) > 0 {
+		return nil, nil, fmt.Errorf("%s was measured otherwise than --prove measures (%s)", path, strings.Join(diff, "; "))
 	}
 	sum, err := gate.Summarize(res)
 	if err != nil {

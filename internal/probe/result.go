@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -159,4 +160,105 @@ func Kind(res any) string {
 		return r.Type
 	}
 	return ""
+}
+
+// ConfigDiff compares the configuration a result was measured with (a
+// *UDPResult, *TCPResult, *CRRResult or *LoadResult) with cfg, a
+// configuration of the same kind as a caller would run it (UDPConfig,
+// TCPConfig, CRRConfig or LoadConfig, not yet normalized). It returns one
+// "field: A in the result, B now" per difference, target included: a
+// baseline measured otherwise is no baseline for cfg.
+func ConfigDiff(res any, cfg any) ([]string, error) {
+	var had any
+	switch r := res.(type) {
+	case *UDPResult:
+		had = r.Config
+	case *TCPResult:
+		had = r.Config
+	case *CRRResult:
+		had = r.Config
+	case *LoadResult:
+		had = r.Config
+	default:
+		return nil, fmt.Errorf("not a probe result: %T", res)
+	}
+	cfg, err := Normalized(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a, err := fields(had)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fields(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if fmt.Sprintf("%T", had) != fmt.Sprintf("%T", cfg) {
+		return nil, fmt.Errorf("a %s result has no %T", Kind(res), cfg)
+	}
+	var out []string
+	keys := make([]string, 0, len(a))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if a[k] != b[k] {
+			out = append(out, fmt.Sprintf("%s: %s in the result, %s now", k, orNone(a[k]), orNone(b[k])))
+		}
+	}
+	return out, nil
+}
+
+// Normalized is cfg (a UDPConfig, TCPConfig, CRRConfig or LoadConfig) with
+// its defaults filled in, as the probe runs it and its result records it.
+func Normalized(cfg any) (any, error) {
+	var err error
+	switch c := cfg.(type) {
+	case UDPConfig:
+		err = c.normalize()
+		cfg = c
+	case TCPConfig:
+		err = c.normalize()
+		cfg = c
+	case CRRConfig:
+		err = c.normalize()
+		cfg = c
+	case LoadConfig:
+		err = c.normalize()
+		cfg = c
+	default:
+		return nil, fmt.Errorf("not a probe configuration: %T", cfg)
+	}
+	return cfg, err
+}
+
+// fields is a configuration's JSON fields, each value as its JSON text.
+func fields(cfg any) (map[string]string, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
