@@ -2,9 +2,16 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 // dyingReflector runs a reflector on loopback that the test stops (as if
@@ -60,5 +67,42 @@ func TestIntegrationTCPReflectorDies(t *testing.T) {
 	}
 	if len(b.Errors) != Blocks || b.Errors[0] != 0 || b.Errors[Blocks-1] != 100 || b.Count[Blocks-1] != 0 {
 		t.Errorf("batches %+v: want all %d blocks, the first without errors and the last at 100 %%", b, Blocks)
+	}
+}
+
+// TestIntegrationUDPStalledProberNotLoss: a prober the host stops for
+// 100 ms sends what it owes in a burst, and the reflector's rate limit
+// (burst 5) drops most of it. The reflector counts them and says so in its
+// close: they are Throttled, not path loss (on main they were "up" loss,
+// and a busy host's baseline judged an unchanged path worse).
+func TestIntegrationUDPStalledProberNotLoss(t *testing.T) {
+	bin, err := testnet.Lowlat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startReflector(t, ReflectorConfig{})
+	out := filepath.Join(t.TempDir(), "udp.json")
+	cmd := exec.Command(bin, "probe", "udp", r.Addr(), "--interval", "2ms", "--duration", "1500ms", "-o", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(100 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGCONT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res UDPResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d received %d loss %+v send lag %+v", res.Sent, res.Received, res.Loss, res.SendLag)
+	if res.Loss.Throttled < 20 || res.Loss.Up > 2 || res.Sent-res.Received != res.Loss.Up+res.Loss.Down+res.Loss.Throttled {
+		t.Errorf("loss %+v of %d sent, %d received: want the burst after the stall throttled (≥ 20), not lost upstream", res.Loss, res.Sent, res.Received)
 	}
 }

@@ -417,6 +417,10 @@ type udpSession struct {
 	window   replayWindow
 	received uint32 // unique probes
 	dups     uint32
+	// throttled counts the probes the token bucket dropped: a client that
+	// fell behind its schedule and caught up in a burst. The close reports
+	// it, so the client can tell the reflector's policy from the path.
+	throttled uint32
 	expire   int64 // hard end, ns
 	lastSeen int64
 	closing  bool // the client asked for the final counts; per-IP slot given back
@@ -552,6 +556,7 @@ func (r *Reflector) serveUDP() error {
 			}
 			if !s.bucket.allow(rx) {
 				r.st.udpThrottled.Add(1)
+				s.throttled++
 				continue
 			}
 			s.lastSeen = rx
@@ -592,7 +597,7 @@ func (r *Reflector) serveUDP() error {
 				s.closing = true
 				r.releaseIP(s.src.Addr(), false)
 			}
-			p.Type, p.Seq, p.SrvRecv = pktClosed, s.received, s.dups
+			p.Type, p.Seq, p.SrvRecv, p.Throttled = pktClosed, s.received, s.dups, s.throttled
 			r.sendUDP(b, &p, m, src, reply)
 
 		default:

@@ -258,22 +258,32 @@ type Loss struct {
 	// UpPct and DownPct are the same as a percentage of probes sent.
 	UpPct   float64 `json:"up_pct"`
 	DownPct float64 `json:"down_pct"`
+	// Throttled is probes the reflector's rate limit dropped (its count, in
+	// its answer to the close): a prober that fell behind its schedule
+	// (a host too busy to wake it in time, seen as send lag) sends what it
+	// owes in a burst, and the reflector drops what exceeds its burst. They
+	// are neither path loss nor counted in Up; loss figures leave them out
+	// of the probes sent.
+	Throttled int64 `json:"throttled,omitempty"`
 	// Split says where the reflector's count came from: "final" (its answer to
 	// the close request) or "echoed" (the highest count seen in replies, used
 	// when the close went unanswered; late losses then count as downstream).
 	Split string `json:"split"`
 }
 
-// loss computes the split from the probes sent and the reflector's count of
-// unique probes it received (srvRecv < 0: unknown, use the echoed maximum).
-func (s *udpStats) loss(sent int64, srvRecv int64) Loss {
+// loss computes the split from the probes sent, the reflector's count of
+// unique probes it received (srvRecv < 0: unknown, use the echoed maximum)
+// and of those its rate limit dropped.
+func (s *udpStats) loss(sent int64, srvRecv, throttled int64) Loss {
 	l := Loss{Split: "final"}
 	if srvRecv < 0 {
 		srvRecv = int64(s.srvRecvMax)
 		l.Split = "echoed"
+		throttled = 0
 	}
 	srvRecv = min(max(srvRecv, s.received), sent)
-	l.Up = sent - srvRecv
+	l.Throttled = min(max(throttled, 0), sent-srvRecv)
+	l.Up = sent - srvRecv - l.Throttled
 	l.Down = srvRecv - s.received
 	if sent > 0 {
 		l.UpPct = round3(100 * float64(l.Up) / float64(sent))

@@ -366,7 +366,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 	if stats.received == 0 {
 		return nil, fmt.Errorf("udp %s: %d probes sent: %w", cfg.Target, nsent, ErrNoReplies)
 	}
-	srvRecv := c.close(stats, handle)
+	srvRecv, throttled := c.close(stats, handle)
 
 	res := &UDPResult{
 		Meta:       newMeta("udp", cfg.Target, start),
@@ -375,7 +375,7 @@ func UDP(ctx context.Context, cfg UDPConfig) (*UDPResult, error) {
 		Jitter:     round3(stats.jitter / 1e3),
 		Sent:       nsent,
 		Received:   stats.received,
-		Loss:       stats.loss(nsent, srvRecv),
+		Loss:       stats.loss(nsent, srvRecv, throttled),
 		Duplicates: stats.duplicates,
 		Reordered:  stats.reordered,
 		Timestamps: "userspace",
@@ -399,10 +399,11 @@ func pctOrZero(h *hdrhistogram.Histogram, q float64) int64 {
 	return h.ValueAtQuantile(q)
 }
 
-// close asks the reflector for its final count of unique probes received
-// (three tries, 300 ms each). Replies still arriving are counted. It returns
-// -1 when the reflector does not answer.
-func (c *udpClient) close(stats *udpStats, handle func(b, oob []byte)) int64 {
+// close asks the reflector for its final count of unique probes received,
+// and of those its rate limit dropped (three tries, 300 ms each). Replies
+// still arriving are counted. It returns -1, 0 when the reflector does not
+// answer.
+func (c *udpClient) close(stats *udpStats, handle func(b, oob []byte)) (received, throttled int64) {
 	nonce := randUint64()
 	req := make([]byte, minPacket(c.m != nil))
 	encodeUDP(req, &packet{Type: pktClose, Session: c.session, Nonce: nonce}, c.m)
@@ -410,7 +411,7 @@ func (c *udpClient) close(stats *udpStats, handle func(b, oob []byte)) int64 {
 	oob := make([]byte, oobSize)
 	for try := 0; try < 3; try++ {
 		if err := c.sock.send(req); err != nil {
-			return -1
+			return -1, 0
 		}
 		end := time.Now().Add(300 * time.Millisecond)
 		for time.Now().Before(end) {
@@ -419,16 +420,16 @@ func (c *udpClient) close(stats *udpStats, handle func(b, oob []byte)) int64 {
 				if err == errRecvTimeout {
 					continue
 				}
-				return -1
+				return -1, 0
 			}
 			p, err := decodeUDP(buf[:n], c.m)
 			if err == nil && p.Type == pktClosed && p.Nonce == nonce && p.Session == c.session {
-				return int64(p.Seq)
+				return int64(p.Seq), int64(p.Throttled)
 			}
 			if err == nil && p.Type == pktReply {
 				handle(buf[:n], oob[:oobn])
 			}
 		}
 	}
-	return -1
+	return -1, 0
 }

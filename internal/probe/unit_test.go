@@ -25,9 +25,14 @@ func TestUDPStatsScripted(t *testing.T) {
 	if s.received != 6 || s.duplicates != 2 || s.reordered != 1 {
 		t.Errorf("received %d duplicates %d reordered %d, want 6 2 1", s.received, s.duplicates, s.reordered)
 	}
-	l := s.loss(10, 7)
+	l := s.loss(10, 7, 0)
 	if l.Up != 3 || l.Down != 1 || l.UpPct != 30 || l.DownPct != 10 || l.Split != "final" {
 		t.Errorf("loss %+v, want up 3 down 1", l)
+	}
+	// Two of the three the reflector never counted, its rate limit dropped:
+	// they are not path loss.
+	if l := s.loss(10, 7, 2); l.Up != 1 || l.Down != 1 || l.Throttled != 2 {
+		t.Errorf("loss with 2 throttled %+v, want up 1 down 1 throttled 2", l)
 	}
 	// RFC 3550 over arrival order (duplicates excluded): |D| = 200, 100, 400, 500, 2000.
 	var j float64
@@ -51,7 +56,7 @@ func TestUDPStatsScripted(t *testing.T) {
 	s2 := newUDPStats(4)
 	s2.add(0, 10, 1)
 	s2.add(1, 10, 3)
-	if l := s2.loss(4, -1); l.Up != 1 || l.Down != 1 || l.Split != "echoed" {
+	if l := s2.loss(4, -1, 0); l.Up != 1 || l.Down != 1 || l.Split != "echoed" {
 		t.Errorf("echoed split %+v, want up 1 down 1", l)
 	}
 	// Out-of-range sequence numbers are ignored, not a panic.

@@ -131,10 +131,13 @@ type packet struct {
 	Nonce uint64
 	// pktOpen: requested interval, duration, probe size, DSCP.
 	// pktOpenOK: A = idle timeout ns, B = minimum interval ns.
-	// pktRefused: A = limit. pktClosed: Received in Seq, duplicates in SrvRecv.
-	A, B uint64
-	Size uint32
-	DSCP uint8
+	// pktRefused: A = limit. pktClosed: Received in Seq, duplicates in
+	// SrvRecv, probes its rate limit dropped in Throttled (0 from a
+	// reflector older than the field: the bytes were reserved, zero).
+	A, B      uint64
+	Size      uint32
+	DSCP      uint8
+	Throttled uint32
 
 	// pktProbe / pktReply
 	Seq      uint32
@@ -241,6 +244,7 @@ func decodeUDP(b []byte, m *mac) (packet, error) {
 		p.Nonce = be.Uint64(b[16:])
 		p.Seq = be.Uint32(b[24:])
 		p.SrvRecv = be.Uint32(b[28:])
+		p.Throttled = be.Uint32(b[32:])
 	case pktProbe, pktReply:
 		p.Seq = be.Uint32(b[16:])
 		p.SrvRecv = be.Uint32(b[20:])
@@ -287,7 +291,8 @@ func encodeUDP(b []byte, p *packet, m *mac) {
 		be.PutUint64(b[16:], p.Nonce)
 		be.PutUint32(b[24:], p.Seq)
 		be.PutUint32(b[28:], p.SrvRecv)
-		clear(b[32:48])
+		be.PutUint32(b[32:], p.Throttled)
+		clear(b[36:48])
 	case pktProbe, pktReply:
 		be.PutUint32(b[16:], p.Seq)
 		be.PutUint32(b[20:], p.SrvRecv)

@@ -23,7 +23,7 @@ func TestUDPCodecRoundTrip(t *testing.T) {
 		{"reply keyed", packet{Type: pktReply, Session: 3, Seq: 9, SrvRecv: 8, ClientTx: 1, SrvRx: 2, SrvProc: 3}, 200, key},
 		{"reply dscp", packet{Type: pktReply, Session: 3, Seq: 9, SrvDSCP: dscpKnown | 46}, 48, nil},
 		{"close", packet{Type: pktClose, Session: 3, Nonce: 1}, 48, nil},
-		{"closed", packet{Type: pktClosed, Session: 3, Nonce: 1, Seq: 10, SrvRecv: 2}, 48, key},
+		{"closed", packet{Type: pktClosed, Session: 3, Nonce: 1, Seq: 10, SrvRecv: 2, Throttled: 7}, 48, key},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
