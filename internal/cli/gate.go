@@ -255,6 +255,9 @@ func renderGate(env *Env, o *gateOutcome) error {
 		fmt.Fprintf(env.Stdout, ", SLO %s", o.SLO)
 	}
 	fmt.Fprintln(env.Stdout, "):")
+	if len(o.Rows) == 0 {
+		return renderVerdict(env, o)
+	}
 	t := report.Table{Header: []string{"metric", "before", "after", "SLO", "verdict"}}
 	for _, r := range (gate.Verdict{Rows: o.Rows}).Table() {
 		st := report.Plain
@@ -276,6 +279,12 @@ func renderGate(env *Env, o *gateOutcome) error {
 	if err := t.Render(env.Stdout, env.TTY); err != nil {
 		return err
 	}
+	return renderVerdict(env, o)
+}
+
+// renderVerdict prints the gate's decision and, when it rolled the change
+// back, what the rollback did.
+func renderVerdict(env *Env, o *gateOutcome) error {
 	if o.Keep {
 		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Kept by the gate:", report.Good, env.TTY), o.Reason)
 	} else {
