@@ -204,6 +204,7 @@ response = 4096
 		{"lowlat_finding", map[string]string{"id": "fifo-qdisc", "severity": "crit"}, 1, 1},
 		{"lowlat_finding", map[string]string{"id": "thp", "severity": "info"}, 1, 1},
 		{"lowlat_doctor_last_run_timestamp_seconds", nil, float64(time.Now().Add(-time.Minute).Unix()), float64(time.Now().Unix())},
+		{"lowlat_doctor_interval_seconds", nil, 600, 600}, // the default doctor_interval, 10m
 		{"lowlat_drift_knobs", nil, 1, 1},
 		{"lowlat_transaction_info", map[string]string{"txn": "20261124T010203Z-abcdef", "profile": "game-udp", "state": "awaiting-confirm"}, 1, 1},
 		{"lowlat_confirm_deadline_timestamp_seconds", map[string]string{"txn": "20261124T010203Z-abcdef"}, 1_900_000_000, 1_900_000_000},
@@ -407,6 +408,9 @@ func TestMonitorPathTarget(t *testing.T) {
 		{"lowlat_path_verdict_hop", map[string]string{"target": "lo", "kind": "none"}, func(v float64) bool { return v == 0 }},
 		{"lowlat_path_reached", map[string]string{"target": "lo"}, func(v float64) bool { return v == 1 }},
 		{"lowlat_path_last_run_timestamp_seconds", map[string]string{"target": "lo"}, func(v float64) bool { return v > 1.7e9 }},
+		// No doctor here (Options.Doctor nil): it never runs, whatever the
+		// config's interval, and the stale alert must not wait for it.
+		{"lowlat_doctor_interval_seconds", nil, func(v float64) bool { return v == 0 }},
 	} {
 		m, ok := value(fams, c.name, c.labels)
 		if !ok || !c.ok(num(m)) {
