@@ -406,12 +406,17 @@ type logger struct{ logf func(string, ...any) }
 
 func (l logger) Println(v ...any) { l.logf("%s", fmt.Sprintln(v...)) }
 
-// doctorLoop runs the doctor now and every DoctorInterval.
+// doctorLoop runs the doctor now and every DoctorInterval. It runs for
+// the monitor's life: one timer, reset each round (a timer made and its
+// Stop deferred per round would be kept until the loop returns).
 func (m *Monitor) doctorLoop(ctx context.Context) {
 	defer m.wg.Done()
 	if m.opts.Doctor == nil {
 		return
 	}
+	tm := time.NewTimer(time.Hour)
+	tm.Stop()
+	defer tm.Stop()
 	for {
 		m.mu.Lock()
 		every := m.cfg.DoctorInterval
@@ -419,9 +424,10 @@ func (m *Monitor) doctorLoop(ctx context.Context) {
 		var wait <-chan time.Time
 		if every > 0 {
 			m.runDoctor(ctx)
-			tm := time.NewTimer(every)
-			defer tm.Stop()
+			tm.Reset(every) // since Go 1.23 a Reset timer never delivers a stale tick
 			wait = tm.C
+		} else {
+			tm.Stop()
 		}
 		select {
 		case <-ctx.Done():
