@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -428,6 +429,10 @@ func TestMonitorPathTarget(t *testing.T) {
 	_, page := get(t, "http://"+r.addr+"/")
 	if !strings.Contains(page, "hop 1") || !strings.Contains(page, "127.0.0.1 p50") || !strings.Contains(page, "no hop adds notable delay") {
 		t.Errorf("the status page does not show the path's hops and verdict")
+	}
+	// The summary has the target's last run, as /metrics does.
+	if !strings.Contains(page, "lo path: destination p99 ") || !strings.Contains(page, "— CLEAN") || strings.Contains(page, "NO DATA") {
+		t.Errorf("the status page's summary does not show the path target's run: %q", regexp.MustCompile(`lo path[^<]*|NO DATA`).FindAllString(page, -1))
 	}
 }
 
