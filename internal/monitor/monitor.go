@@ -46,6 +46,8 @@ type Options struct {
 	Watch map[string]WatchFunc
 	// Path measures a path target once; nil: pathprobe.Run.
 	Path func(ctx context.Context, cfg pathprobe.Config) (*pathprobe.Result, error)
+	// Resolver looks up icmp targets' names; nil: the system's.
+	Resolver *net.Resolver
 }
 
 // WatchFunc probes one target until ctx ends.
@@ -225,6 +227,7 @@ func (m *Monitor) start(tc *Target, old *target) {
 		watch = f
 	}
 	wc := tc.Watch()
+	wc.Resolver = m.opts.Resolver
 	name := tc.Name
 	wc.State = func(failing bool, line string) {
 		t.setState(failing, line)

@@ -485,3 +485,44 @@ func TestDoctorLoopKeepsNothingPerRound(t *testing.T) {
 		t.Errorf("the doctor loop keeps %.0f bytes per round (heap %d -> %d over %d rounds)", perRound, h0, h1, n)
 	}
 }
+
+// An icmp target whose name lookup hangs (a dead nameserver) holds
+// nothing: the udp target beside it probes on, /metrics and the page
+// answer at once, the slow target counts its probes lost at its rate (DOWN
+// on the page, not NO DATA), and the monitor stops at once.
+func TestSlowResolverBlocksNothing(t *testing.T) {
+	addr := reflector(t)
+	hang := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	cfg, err := ParseConfig("t.toml", []byte(fmt.Sprintf("[[target]]\nname = \"slow\"\nkind = \"icmp\"\naddress = \"slow.lowlat.test\"\ninterval = \"20ms\"\n[[target]]\nname = \"fast\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\n", addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, cfg, Options{Resolver: hang})
+	time.Sleep(time.Second)
+	began := time.Now()
+	fams, _ := scrape(t, r.addr)
+	resp, page := get(t, "http://"+r.addr+"/")
+	if d := time.Since(began); d > 500*time.Millisecond || resp.StatusCode != 200 {
+		t.Errorf("a scrape and the page took %s (page %d)", d, resp.StatusCode)
+	}
+	fast, _ := value(fams, "lowlat_probe_rtt_seconds", map[string]string{"target": "fast"})
+	sent, _ := value(fams, "lowlat_probe_sent_total", map[string]string{"target": "slow"})
+	lost, _ := value(fams, "lowlat_probe_lost_total", map[string]string{"target": "slow"})
+	if fast == nil || num(fast) < 35 {
+		t.Errorf("the udp target beside it: %v replies in 1 s, want ~50", fast)
+	}
+	if sent == nil || lost == nil || num(sent) < 35 || num(lost) < num(sent)-1 {
+		t.Errorf("the icmp target whose name does not resolve: sent %v, lost %v in 1 s; want ~50 sent, all lost", sent, lost)
+	}
+	if !strings.Contains(page, "slow icmp: p99 –, loss 100.00 % — DOWN") {
+		t.Errorf("the page does not show the slow target down: %q", regexp.MustCompile(`slow icmp[^<]*`).FindAllString(page, -1))
+	}
+	stopped := time.Now()
+	r.stop()
+	if d := time.Since(stopped); d > time.Second {
+		t.Errorf("the monitor took %s to stop", d)
+	}
+}
