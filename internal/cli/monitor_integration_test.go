@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -742,4 +744,139 @@ func grepLines(s, alts string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMonitorSurvivesEarlyHangups: SIGHUPs sent while the monitor starts
+// (a 'systemctl reload' right after the start) neither end it nor are
+// lost. Its config is a FIFO, so the test knows when the monitor is reading
+// it: past the process's initialisation, before it listens, where the
+// monitor asked for SIGHUP only after loading the config, listening and
+// paging its binary out, and a HUP ended it ("signal: hangup", which
+// systemd counts as a clean exit). Five HUPs then, then one every 5 ms
+// while it starts and serves: it serves, and reloads the config once
+// started. No privilege needed.
+func TestMonitorSurvivesEarlyHangups(t *testing.T) {
+	bin, err := lowlatBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "monitor.toml")
+	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	text := fmt.Sprintf("listen = %q\ndoctor_interval = \"0s\"\njournal = %q\n", addr, filepath.Join(dir, "journal"))
+
+	var log lockedLog
+	cmd := exec.Command(bin, "monitor", "--config", cfg)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{}) // closed when the monitor ended; waitErr says how
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	// died fails the test if the monitor ended, waiting up to wait for
+	// its end to be seen.
+	died := func(when string, wait time.Duration) {
+		t.Helper()
+		select {
+		case <-exited:
+			t.Fatalf("the monitor ended %s: %v\n%s", when, waitErr, log.String())
+		case <-time.After(wait):
+		}
+	}
+
+	// Opening the FIFO for writing succeeds once the monitor opened it to
+	// read its config.
+	var fifo *os.File
+	for end := time.Now().Add(15 * time.Second); fifo == nil; {
+		f, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			fifo = f
+		case !errors.Is(err, syscall.ENXIO): // ENXIO: no reader yet
+			t.Fatal(err)
+		case time.Now().After(end):
+			t.Fatalf("the monitor did not open its config in 15 s:\n%s", log.String())
+		default:
+			died("before it read its config", 0)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for range 5 {
+		_ = cmd.Process.Signal(syscall.SIGHUP)
+		time.Sleep(2 * time.Millisecond)
+	}
+	died("on a SIGHUP while it read its config", 300*time.Millisecond)
+	// Reloads read a plain file with the same text; the monitor's open
+	// FIFO gets it too.
+	if err := os.WriteFile(cfg+".new", []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfg+".new", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fifo.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	fifo.Close()
+	serving := false
+	for end := time.Now().Add(time.Second); time.Now().Before(end) || !serving; time.Sleep(5 * time.Millisecond) {
+		_ = cmd.Process.Signal(syscall.SIGHUP)
+		died("on a SIGHUP while it started", 0)
+		if !serving {
+			if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+				resp.Body.Close()
+				serving = resp.StatusCode == 200
+			}
+		}
+		if time.Now().After(end.Add(15 * time.Second)) {
+			t.Fatalf("the monitor is not serving 16 s after its config came:\n%s", log.String())
+		}
+	}
+	died("on a SIGHUP once serving", 300*time.Millisecond)
+	if s := log.String(); !strings.Contains(s, "config "+cfg+": loaded") || strings.Contains(s, "rejected") {
+		t.Errorf("the monitor's log does not show a reload after the start:\n%s", s)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("the monitor on SIGTERM: %v\n%s", waitErr, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the monitor did not end 10 s after SIGTERM")
+	}
+}
+
+// lockedLog is a process's output, read while it writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,9 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMonitorCheckRefusesRates: 'monitor --check' refuses a rate that
@@ -30,5 +37,50 @@ func TestMonitorCheckRefusesRates(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q\nwant exit 2 and %q", exitCode(r.err), r.stdout, got, want)
 			}
 		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a command writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestHangupEndsOtherCommands: with SIGHUP caught from the process's start
+// (Env.Hangup), a command that does not reload on it ends on it as on
+// SIGTERM, as it did when SIGHUP killed it: a reflector returns.
+func TestHangupEndsOtherCommands(t *testing.T) {
+	hup := make(chan os.Signal, 1)
+	var stderr lockedBuffer
+	env := &Env{Stdout: io.Discard, Stderr: &stderr, Stdin: strings.NewReader(""), Getenv: func(string) string { return "" }, Hangup: hup}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Main(ctx, []string{"reflector", "--listen", "127.0.0.1:0", "--quiet"}, env) }()
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "listening on"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the reflector did not start: %q", stderr.String())
+		}
+	}
+	hup <- syscall.SIGHUP
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("reflector after SIGHUP: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reflector runs on 5 s after a SIGHUP")
 	}
 }
