@@ -11,6 +11,9 @@ import (
 	"syscall"
 
 	"github.com/lowlat/lowlat/internal/cli"
+	// SIGHUP is caught from this package's init on, before main runs:
+	// a reload sent to a starting monitor must not end it.
+	_ "github.com/lowlat/lowlat/internal/hangup"
 )
 
 func main() {

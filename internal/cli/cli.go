@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/lowlat/lowlat/internal/hangup"
 )
 
 // Env is everything a command may touch outside its arguments, so tests can run
@@ -26,6 +28,10 @@ type Env struct {
 	TTY bool
 	// Getenv reads the environment (LOWLAT_JOURNAL and friends).
 	Getenv func(string) string
+	// Hangup delivers the process's SIGHUPs, caught from its start
+	// (package hangup): monitor reloads on one, any other command ends as
+	// on SIGTERM. nil: SIGHUP is left to each command (tests).
+	Hangup <-chan os.Signal
 }
 
 // StdEnv returns the process environment.
@@ -36,6 +42,7 @@ func StdEnv() *Env {
 		Stdin:  os.Stdin,
 		TTY:    term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb",
 		Getenv: os.Getenv,
+		Hangup: hangup.Signals(),
 	}
 }
 
@@ -72,8 +79,28 @@ func Main(ctx context.Context, args []string, env *Env) error {
 		args = []string{} // cobra reads os.Args when given nil
 	}
 	root.SetArgs(args)
+	if env.Hangup != nil {
+		// SIGHUP is caught from the process's start, so it no longer ends
+		// a command by itself: one that does not reload on it ends as on
+		// SIGTERM.
+		if cmd, _, err := root.Find(args); err != nil || cmd.Annotations[annotReloads] == "" {
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			go func() {
+				select {
+				case <-env.Hangup:
+					stop()
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
 	return root.ExecuteContext(ctx)
 }
+
+// annotReloads marks a command that takes SIGHUP as a reload (Env.Hangup).
+const annotReloads = "lowlat/reloads-on-sighup"
 
 // Command groups of the top-level help listing.
 const (

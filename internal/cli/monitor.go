@@ -40,8 +40,9 @@ status page at / on the config's listen address (loopback by default).
 
 SIGHUP reloads the config; a config that does not load is logged with its
 file:line:col and the running one is kept. See docs/monitor.md.`,
-		Args: noArgs,
-		RunE: runWith(env, &o, runMonitor),
+		Args:        noArgs,
+		RunE:        runWith(env, &o, runMonitor),
+		Annotations: map[string]string{annotReloads: "config"},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.config, "config", DefaultMonitorConfig, "monitor config `file` (TOML)")
@@ -90,9 +91,15 @@ func runMonitor(ctx context.Context, env *Env, o *monitorOptions, args []string)
 	if _, err := resident.Release(); err != nil {
 		logf("monitor: executable pages stay resident: %v", err)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// SIGHUP is caught from the process's start (Env.Hangup): one that
+	// came while the monitor was starting waits there and reloads now.
+	hup := env.Hangup
+	if hup == nil {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGHUP)
+		defer signal.Stop(c)
+		hup = c
+	}
 	go func() {
 		for {
 			select {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,14 +112,21 @@ func (w *monitorWorld) reflector() *exec.Cmd {
 // namespace; it returns the metrics address.
 func (w *monitorWorld) monitor(targets string) (*exec.Cmd, string) {
 	w.t.Helper()
+	return w.monitorNamed("monitor", targets)
+}
+
+// monitorNamed is monitor with its config and log named name.toml and
+// name.log, for a test that runs several.
+func (w *monitorWorld) monitorNamed(name, targets string) (*exec.Cmd, string) {
+	w.t.Helper()
 	port := freePort(w.t, w.client)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cfg := filepath.Join(w.dir, "monitor.toml")
+	cfg := filepath.Join(w.dir, name+".toml")
 	text := fmt.Sprintf("listen = %q\ndoctor_interval = \"0s\"\njournal = %q\n%s", addr, filepath.Join(w.dir, "journal"), targets)
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
-	cmd := w.daemon(w.client, "monitor.log", w.bin, "monitor", "--config", cfg)
+	cmd := w.daemon(w.client, name+".log", w.bin, "monitor", "--config", cfg)
 	w.waitHTTP(addr, "/metrics")
 	return cmd, addr
 }
@@ -182,9 +191,9 @@ func (w *monitorWorld) waitHTTP(addr, path string) {
 }
 
 // prometheus starts Debian's Prometheus in the client namespace scraping
-// the monitor every second, with lowlat's rules loaded when rules is set;
-// it returns its address.
-func (w *monitorWorld) prometheus(name, metrics string, native, rules bool) string {
+// the monitors at metrics every second, with lowlat's rules loaded when
+// rules is set; it returns its address.
+func (w *monitorWorld) prometheus(name string, native, rules bool, metrics ...string) string {
 	w.t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -198,7 +207,11 @@ func (w *monitorWorld) prometheus(name, metrics string, native, rules bool) stri
 		}
 		text += fmt.Sprintf("rule_files: [%q]\n", file)
 	}
-	text += fmt.Sprintf("scrape_configs:\n  - job_name: lowlat\n    static_configs:\n      - targets: [%q]\n", metrics)
+	quoted := make([]string, len(metrics))
+	for i, m := range metrics {
+		quoted[i] = strconv.Quote(m)
+	}
+	text += fmt.Sprintf("scrape_configs:\n  - job_name: lowlat\n    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
 	cfg := filepath.Join(w.dir, name+".yml")
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		w.t.Fatal(err)
@@ -242,6 +255,59 @@ func (w *monitorWorld) query(prom, expr string, at time.Time) float64 {
 		w.t.Fatalf("query %s: value %q", expr, s)
 	}
 	return v
+}
+
+// sample is one series of an instant vector: its labels and value.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// api GETs a Prometheus API path and decodes its data into v; a status
+// other than success fails the test with Prometheus's error.
+func (w *monitorWorld) api(prom, path string, v any) {
+	w.t.Helper()
+	code, body, err := w.get(prom, path)
+	if err != nil {
+		w.t.Fatalf("GET %s: %v", path, err)
+	}
+	var r struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.Status != "success" || code != 200 {
+		w.t.Fatalf("GET %s: %d %s %v\n%.500s", path, code, r.Error, err, body)
+	}
+	if err := json.Unmarshal(r.Data, v); err != nil {
+		w.t.Fatalf("GET %s: %v\n%.500s", path, err, body)
+	}
+}
+
+// vector runs an instant query now and returns every series of its result.
+func (w *monitorWorld) vector(prom, expr string) []sample {
+	w.t.Helper()
+	var d struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	}
+	w.api(prom, "/api/v1/query?query="+urlEscape(expr), &d)
+	if d.ResultType != "vector" {
+		w.t.Fatalf("query %s: a %s, want a vector", expr, d.ResultType)
+	}
+	var out []sample
+	for _, r := range d.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			w.t.Fatalf("query %s: value %q", expr, s)
+		}
+		out = append(out, sample{labels: r.Metric, value: v})
+	}
+	return out
 }
 
 func urlEscape(s string) string {
@@ -310,8 +376,8 @@ func TestIntegrationMonitorPrometheus(t *testing.T) {
 	}
 	w.reflector()
 	_, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"shaped\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\ntimeout = \"1s\"\nslo_p99 = \"10ms\"\n", monServer+":7431"))
-	native := w.prometheus("prom-native", metrics, true, !vm)
-	classic := w.prometheus("prom-classic", metrics, false, !vm)
+	native := w.prometheus("prom-native", true, !vm, metrics)
+	classic := w.prometheus("prom-classic", false, !vm, metrics)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -371,6 +437,148 @@ func TestIntegrationMonitorPrometheus(t *testing.T) {
 	}
 	if p99 := w.query(classic, `target:lowlat_probe_rtt_seconds:p99_5m{target="shaped"}`, to); p99 < 0.010 {
 		t.Errorf("p99 %.1f ms across a 30 ms queue", p99*1e3)
+	}
+}
+
+// TestIntegrationMonitorPrometheusFleet: Debian's Prometheus, with lowlat's
+// rules loaded, scrapes two monitors (two instances) that probe targets of
+// the same names: "r", a live reflector, held to an objective (1 µs) that
+// neither meets; and "edge", alive from monitor a and dead from monitor b.
+// Every rule evaluates without an error (a rule Prometheus cannot evaluate
+// shows as an error on its rules page, never as a missing alert, so this is
+// where it must fail); the recording rules keep a series per monitor;
+// LowlatLatencySLOBreached is pending for both monitors' "r" and
+// LowlatProbeLoss for b's "edge" alone; and every query docs/monitor.md
+// gives evaluates and keeps both monitors apart. A second server with native
+// histograms answers the native-histogram query.
+func TestIntegrationMonitorPrometheusFleet(t *testing.T) {
+	if os.Getenv("LOWLAT_IN_VM") != "" {
+		t.Skip("reads the rules and docs/monitor.md from the repository, which the VM does not have; the server and rules do not depend on the kernel")
+	}
+	testnet.Heavy(t, "two monitors and two Prometheus servers evaluating lowlat's rules (~15 s)")
+	rulesFile, err := os.ReadFile("../../deploy/prometheus/lowlat.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/monitor.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newMonitorWorld(t)
+	w.reflector()
+	live, dead := monServer+":7431", monServer+":7439" // nothing listens on 7439
+	target := func(name, addr, extra string) string {
+		return fmt.Sprintf("[[target]]\nname = %q\nkind = \"udp\"\naddress = %q\ninterval = \"50ms\"\ntimeout = \"200ms\"\n%s", name, addr, extra)
+	}
+	slo := "slo_p99 = \"1us\"\n"
+	_, a := w.monitorNamed("monitor-a", target("r", live, slo)+target("edge", live, ""))
+	_, b := w.monitorNamed("monitor-b", target("r", live, slo)+target("edge", dead, ""))
+	prom := w.prometheus("prom-fleet", false, true, a, b)
+	native := w.prometheus("prom-fleet-native", true, false, a, b)
+
+	// Both monitors' replies from r and probes to edge have a rate (two
+	// scrapes), then every rule runs twice more on them.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(w.vector(prom, `rate(lowlat_probe_rtt_seconds_count{target="r"}[5m]) > 0`)) < 2 ||
+		len(w.vector(prom, `rate(lowlat_probe_sent_total{target="edge"}[5m]) > 0`)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus has no rates of both monitors' probes after 30 s: %v", w.vector(prom, `rate(lowlat_probe_sent_total[5m])`))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(2500 * time.Millisecond)
+
+	// Every rule of the file, evaluated, without an error.
+	var rules struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Name, Health, LastError, Type string
+			}
+		}
+	}
+	w.api(prom, "/api/v1/rules", &rules)
+	want := strings.Count(string(rulesFile), "- record:") + strings.Count(string(rulesFile), "- alert:")
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			if r.Health != "ok" || r.LastError != "" {
+				t.Errorf("rule %s (%s): health %q: %s", r.Name, r.Type, r.Health, r.LastError)
+			}
+		}
+	}
+	if n != want {
+		t.Errorf("Prometheus loaded %d rules; the file has %d", n, want)
+	}
+
+	// One series per monitor: b's dead edge at 100 % loss, a's at none.
+	byInstance := func(ss []sample) map[string]float64 {
+		m := map[string]float64{}
+		for _, s := range ss {
+			if s.labels["job"] != "lowlat" {
+				t.Errorf("%v: job %q, want lowlat", s.labels, s.labels["job"])
+			}
+			m[s.labels["instance"]] = s.value
+		}
+		return m
+	}
+	loss := byInstance(w.vector(prom, `target:lowlat_probe_loss:ratio_5m{target="edge"}`))
+	if len(loss) != 2 || loss[a] != 0 || loss[b] < 0.9 {
+		t.Errorf("edge's loss ratio by monitor %v: want %s 0 and %s ~1", loss, a, b)
+	}
+	p99 := byInstance(w.vector(prom, `target:lowlat_probe_rtt_seconds:p99_5m{target="r"}`))
+	if len(p99) != 2 || !(p99[a] > 0 && p99[a] < 0.1) || !(p99[b] > 0 && p99[b] < 0.1) {
+		t.Errorf("r's p99 by monitor %v: want a round trip on a veth from each", p99)
+	}
+
+	// The alerts, pending (their 'for' is minutes), per monitor.
+	var alerts struct {
+		Alerts []struct {
+			Labels map[string]string
+			State  string
+		}
+	}
+	w.api(prom, "/api/v1/alerts", &alerts)
+	got := map[string]bool{}
+	for _, al := range alerts.Alerts {
+		got[al.Labels["alertname"]+" "+al.Labels["instance"]+" "+al.Labels["target"]+" "+al.State] = true
+	}
+	for _, k := range []string{
+		"LowlatLatencySLOBreached " + a + " r pending",
+		"LowlatLatencySLOBreached " + b + " r pending",
+		"LowlatProbeLoss " + b + " edge pending",
+	} {
+		if !got[k] {
+			t.Errorf("no alert %s; the alerts: %v", k, got)
+		}
+	}
+	if got["LowlatProbeLoss "+a+" edge pending"] {
+		t.Errorf("LowlatProbeLoss for %s's edge, which answers", a)
+	}
+
+	// The queries docs/monitor.md gives evaluate and keep the monitors apart.
+	_, block, ok := strings.Cut(string(doc), "```promql\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/monitor.md has no promql block")
+	}
+	queries := 0
+	for _, q := range strings.Split(block, "\n") {
+		if q = strings.TrimSpace(q); q == "" || strings.HasPrefix(q, "#") {
+			continue
+		}
+		queries++
+		server := prom
+		if strings.Contains(q, "lowlat_probe_rtt_seconds[") { // the native histogram
+			server = native
+		}
+		if m := byInstance(w.vector(server, q)); len(m) != 2 {
+			t.Errorf("docs/monitor.md's %s: series of monitors %v, want %s and %s apart", q, m, a, b)
+		}
+	}
+	if queries < 4 {
+		t.Errorf("docs/monitor.md's promql block: %d queries", queries)
 	}
 }
 
@@ -536,4 +744,139 @@ func grepLines(s, alts string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMonitorSurvivesEarlyHangups: SIGHUPs sent while the monitor starts
+// (a 'systemctl reload' right after the start) neither end it nor are
+// lost. Its config is a FIFO, so the test knows when the monitor is reading
+// it: past the process's initialisation, before it listens, where the
+// monitor asked for SIGHUP only after loading the config, listening and
+// paging its binary out, and a HUP ended it ("signal: hangup", which
+// systemd counts as a clean exit). Five HUPs then, then one every 5 ms
+// while it starts and serves: it serves, and reloads the config once
+// started. No privilege needed.
+func TestMonitorSurvivesEarlyHangups(t *testing.T) {
+	bin, err := lowlatBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "monitor.toml")
+	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	text := fmt.Sprintf("listen = %q\ndoctor_interval = \"0s\"\njournal = %q\n", addr, filepath.Join(dir, "journal"))
+
+	var log lockedLog
+	cmd := exec.Command(bin, "monitor", "--config", cfg)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{}) // closed when the monitor ended; waitErr says how
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	// died fails the test if the monitor ended, waiting up to wait for
+	// its end to be seen.
+	died := func(when string, wait time.Duration) {
+		t.Helper()
+		select {
+		case <-exited:
+			t.Fatalf("the monitor ended %s: %v\n%s", when, waitErr, log.String())
+		case <-time.After(wait):
+		}
+	}
+
+	// Opening the FIFO for writing succeeds once the monitor opened it to
+	// read its config.
+	var fifo *os.File
+	for end := time.Now().Add(15 * time.Second); fifo == nil; {
+		f, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			fifo = f
+		case !errors.Is(err, syscall.ENXIO): // ENXIO: no reader yet
+			t.Fatal(err)
+		case time.Now().After(end):
+			t.Fatalf("the monitor did not open its config in 15 s:\n%s", log.String())
+		default:
+			died("before it read its config", 0)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for range 5 {
+		_ = cmd.Process.Signal(syscall.SIGHUP)
+		time.Sleep(2 * time.Millisecond)
+	}
+	died("on a SIGHUP while it read its config", 300*time.Millisecond)
+	// Reloads read a plain file with the same text; the monitor's open
+	// FIFO gets it too.
+	if err := os.WriteFile(cfg+".new", []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfg+".new", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fifo.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	fifo.Close()
+	serving := false
+	for end := time.Now().Add(time.Second); time.Now().Before(end) || !serving; time.Sleep(5 * time.Millisecond) {
+		_ = cmd.Process.Signal(syscall.SIGHUP)
+		died("on a SIGHUP while it started", 0)
+		if !serving {
+			if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+				resp.Body.Close()
+				serving = resp.StatusCode == 200
+			}
+		}
+		if time.Now().After(end.Add(15 * time.Second)) {
+			t.Fatalf("the monitor is not serving 16 s after its config came:\n%s", log.String())
+		}
+	}
+	died("on a SIGHUP once serving", 300*time.Millisecond)
+	if s := log.String(); !strings.Contains(s, "config "+cfg+": loaded") || strings.Contains(s, "rejected") {
+		t.Errorf("the monitor's log does not show a reload after the start:\n%s", s)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("the monitor on SIGTERM: %v\n%s", waitErr, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the monitor did not end 10 s after SIGTERM")
+	}
+}
+
+// lockedLog is a process's output, read while it writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

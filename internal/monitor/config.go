@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"regexp"
@@ -377,8 +378,8 @@ func (p *cparser) target(t *Target, key string, v *unstable.Node, pos Pos) error
 		}
 		var hz float64
 		if hz, err = number(v); err == nil {
-			if hz <= 0 {
-				return fmt.Errorf("%v: want probes per second, more than 0", hz)
+			if err = checkRate(hz, string(v.Data)); err != nil {
+				return err
 			}
 			t.Interval = time.Duration(float64(time.Second) / hz)
 			t.keys["interval"] = pos // the interval's checks point here
@@ -413,6 +414,26 @@ func (p *cparser) target(t *Target, key string, v *unstable.Node, pos Pos) error
 		return unknownKey{"in [[target]] (known: name, kind, address, interval, rate, size, response, dscp, timeout, key_file, slo_p99, labels)"}
 	}
 	return err
+}
+
+// checkRate refuses a rate (probes per second, as written: text) that
+// makes no interval the watches accept. It checks before dividing: TOML's
+// inf made an interval of 0, which read as unset (the 1 s default), and a
+// NaN or a rate below 1e-9 an interval past time.Duration's range.
+func checkRate(hz float64, text string) error {
+	most := float64(time.Second) / float64(probe.MinWatchInterval)
+	least := float64(time.Second) / float64(probe.MaxWatchInterval)
+	switch {
+	case math.IsNaN(hz) || math.IsInf(hz, 0):
+		return fmt.Errorf("%s: want probes per second, a finite number more than 0", text)
+	case hz <= 0:
+		return fmt.Errorf("%s: want probes per second, more than 0", text)
+	case hz > most:
+		return fmt.Errorf("%s: at most %g probes per second (an interval of %s)", text, most, probe.MinWatchInterval)
+	case hz < least:
+		return fmt.Errorf("%s: at least %.4g probes per second (an interval of %s)", text, least, probe.MaxWatchInterval)
+	}
+	return nil
 }
 
 func (p *cparser) labels(v *unstable.Node, pos Pos) (map[string]string, error) {

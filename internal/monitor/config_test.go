@@ -46,7 +46,7 @@ interval = "50ms"
 // rate is the interval said as probes per second.
 func TestConfigRate(t *testing.T) {
 	head := "[[target]]\nname = \"a\"\nkind = \"udp\"\naddress = \"10.0.0.1:7431\"\n"
-	for text, want := range map[string]time.Duration{"rate = 20\n": 50 * time.Millisecond, "rate = 0.5\n": 2 * time.Second} {
+	for text, want := range map[string]time.Duration{"rate = 20\n": 50 * time.Millisecond, "rate = 0.5\n": 2 * time.Second, "rate = 100\n": 10 * time.Millisecond, "rate = 0.002\n": 500 * time.Second} {
 		c, err := ParseConfig("m.toml", []byte(head+text))
 		if err != nil {
 			t.Fatalf("%q: %v", text, err)
@@ -91,7 +91,16 @@ func TestConfigErrors(t *testing.T) {
 		{"interval and rate", head + "rate = 20\ninterval = \"1s\"\n", "m.toml:6:12: interval: rate is already set at line 5"},
 		{"rate zero", head + "rate = 0\n", "m.toml:5:8: rate: 0: want probes per second, more than 0"},
 		{"rate string", head + "rate = \"20Hz\"\n", "m.toml:5:8: rate: want a number (probes per second), got a string"},
-		{"rate too high", head + "rate = 1000\n", `m.toml:5:8: target "a": interval 1ms: must be at least 10ms`},
+		{"rate too high", head + "rate = 1000\n", "m.toml:5:8: rate: 1000: at most 100 probes per second (an interval of 10ms)"},
+		{"rate inf", head + "rate = inf\n", "m.toml:5:8: rate: inf: want probes per second, a finite number more than 0"},
+		{"rate +inf", head + "rate = +inf\n", "m.toml:5:8: rate: +inf: want probes per second, a finite number"},
+		{"rate -inf", head + "rate = -inf\n", "m.toml:5:8: rate: -inf: want probes per second, a finite number"},
+		{"rate nan", head + "rate = nan\n", "m.toml:5:8: rate: nan: want probes per second, a finite number"},
+		{"rate absurdly high", head + "rate = 1e12\n", "m.toml:5:8: rate: 1e12: at most 100 probes per second"},
+		{"rate absurdly low", head + "rate = 1e-300\n", "m.toml:5:8: rate: 1e-300: at least 0.001667 probes per second (an interval of 10m0s)"},
+		{"rate too low", head + "rate = 0.001\n", "m.toml:5:8: rate: 0.001: at least 0.001667 probes per second"},
+		{"rate negative", head + "rate = -5\n", "m.toml:5:8: rate: -5: want probes per second, more than 0"},
+		{"rate past float64", head + "rate = 1e400\n", "m.toml:5:8: rate: 1e400: want a number"},
 		{"slo negative", head + "slo_p99 = \"-1ms\"\n", `m.toml:5:11: slo_p99: "-1ms": want a duration`},
 		{"path too often", pathHead + "interval = \"1s\"\n", `m.toml:5:12: target "p": interval 1s: a path target runs 10 probes per hop each time; at least 10s`},
 		{"path with size", pathHead + "size = 100\n", `m.toml:5:8: target "p": size does not apply to a path target`},

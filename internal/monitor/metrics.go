@@ -134,6 +134,11 @@ var (
 	dPathLast   = prometheus.NewDesc("lowlat_path_last_run_timestamp_seconds", "When a path target's last run began.", []string{"target"}, nil)
 )
 
+// dDoctorEvery is the doctor's schedule, which LowlatMonitorDoctorStale
+// reads: a run is late against this monitor's own interval, not a fixed
+// guess.
+var dDoctorEvery = prometheus.NewDesc("lowlat_doctor_interval_seconds", "How often the monitor runs the doctor (doctor_interval); 0: never.", nil, nil)
+
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
@@ -157,6 +162,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dBuild, 1, m.opts.Version, runtime.Version(), m.opts.Revision)
 	gauge(dReloadOK, b2f(st.reloadErr == ""))
 	gauge(dReloadTime, float64(st.reloadedAt.Unix()))
+	every := cfg.DoctorInterval
+	if m.opts.Doctor == nil {
+		every = 0
+	}
+	gauge(dDoctorEvery, every.Seconds())
 
 	names := cfg.LabelNames()
 	infoLabels := append([]string{"target", "kind", "address"}, names...)

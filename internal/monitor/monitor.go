@@ -46,6 +46,8 @@ type Options struct {
 	Watch map[string]WatchFunc
 	// Path measures a path target once; nil: pathprobe.Run.
 	Path func(ctx context.Context, cfg pathprobe.Config) (*pathprobe.Result, error)
+	// Resolver looks up icmp targets' names; nil: the system's.
+	Resolver *net.Resolver
 }
 
 // WatchFunc probes one target until ctx ends.
@@ -225,6 +227,7 @@ func (m *Monitor) start(tc *Target, old *target) {
 		watch = f
 	}
 	wc := tc.Watch()
+	wc.Resolver = m.opts.Resolver
 	name := tc.Name
 	wc.State = func(failing bool, line string) {
 		t.setState(failing, line)
@@ -406,12 +409,17 @@ type logger struct{ logf func(string, ...any) }
 
 func (l logger) Println(v ...any) { l.logf("%s", fmt.Sprintln(v...)) }
 
-// doctorLoop runs the doctor now and every DoctorInterval.
+// doctorLoop runs the doctor now and every DoctorInterval. It runs for
+// the monitor's life: one timer, reset each round (a timer made and its
+// Stop deferred per round would be kept until the loop returns).
 func (m *Monitor) doctorLoop(ctx context.Context) {
 	defer m.wg.Done()
 	if m.opts.Doctor == nil {
 		return
 	}
+	tm := time.NewTimer(time.Hour)
+	tm.Stop()
+	defer tm.Stop()
 	for {
 		m.mu.Lock()
 		every := m.cfg.DoctorInterval
@@ -419,9 +427,10 @@ func (m *Monitor) doctorLoop(ctx context.Context) {
 		var wait <-chan time.Time
 		if every > 0 {
 			m.runDoctor(ctx)
-			tm := time.NewTimer(every)
-			defer tm.Stop()
+			tm.Reset(every) // since Go 1.23 a Reset timer never delivers a stale tick
 			wait = tm.C
+		} else {
+			tm.Stop()
 		}
 		select {
 		case <-ctx.Done():

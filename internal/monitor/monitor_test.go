@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,6 +206,7 @@ response = 4096
 		{"lowlat_finding", map[string]string{"id": "fifo-qdisc", "severity": "crit"}, 1, 1},
 		{"lowlat_finding", map[string]string{"id": "thp", "severity": "info"}, 1, 1},
 		{"lowlat_doctor_last_run_timestamp_seconds", nil, float64(time.Now().Add(-time.Minute).Unix()), float64(time.Now().Unix())},
+		{"lowlat_doctor_interval_seconds", nil, 600, 600}, // the default doctor_interval, 10m
 		{"lowlat_drift_knobs", nil, 1, 1},
 		{"lowlat_transaction_info", map[string]string{"txn": "20261124T010203Z-abcdef", "profile": "game-udp", "state": "awaiting-confirm"}, 1, 1},
 		{"lowlat_confirm_deadline_timestamp_seconds", map[string]string{"txn": "20261124T010203Z-abcdef"}, 1_900_000_000, 1_900_000_000},
@@ -407,6 +410,9 @@ func TestMonitorPathTarget(t *testing.T) {
 		{"lowlat_path_verdict_hop", map[string]string{"target": "lo", "kind": "none"}, func(v float64) bool { return v == 0 }},
 		{"lowlat_path_reached", map[string]string{"target": "lo"}, func(v float64) bool { return v == 1 }},
 		{"lowlat_path_last_run_timestamp_seconds", map[string]string{"target": "lo"}, func(v float64) bool { return v > 1.7e9 }},
+		// No doctor here (Options.Doctor nil): it never runs, whatever the
+		// config's interval, and the stale alert must not wait for it.
+		{"lowlat_doctor_interval_seconds", nil, func(v float64) bool { return v == 0 }},
 	} {
 		m, ok := value(fams, c.name, c.labels)
 		if !ok || !c.ok(num(m)) {
@@ -424,6 +430,10 @@ func TestMonitorPathTarget(t *testing.T) {
 	if !strings.Contains(page, "hop 1") || !strings.Contains(page, "127.0.0.1 p50") || !strings.Contains(page, "no hop adds notable delay") {
 		t.Errorf("the status page does not show the path's hops and verdict")
 	}
+	// The summary has the target's last run, as /metrics does.
+	if !strings.Contains(page, "lo path: destination p99 ") || !strings.Contains(page, "— CLEAN") || strings.Contains(page, "NO DATA") {
+		t.Errorf("the status page's summary does not show the path target's run: %q", regexp.MustCompile(`lo path[^<]*|NO DATA`).FindAllString(page, -1))
+	}
 }
 
 // needPromtoolOrEmpty is promtool's path, or "" where it is missing and not
@@ -435,4 +445,84 @@ func needPromtoolOrEmpty(t *testing.T) string {
 		t.Fatal("promtool not found (apt-get install prometheus)")
 	}
 	return p
+}
+
+// The doctor loop runs for months: each round leaves nothing behind. A
+// doctor scheduled every nanosecond runs some 500000 rounds a second; the
+// heap after 200000 of them is the heap after the first 1000, within 50
+// bytes a round (a timer deferred per round, kept until the loop returns,
+// cost 220-300; the heap read while the loop runs on varies by about 1 MB,
+// 5 bytes a round).
+func TestDoctorLoopKeepsNothingPerRound(t *testing.T) {
+	var runs atomic.Int64
+	doctor := func(context.Context) (*doctor.Report, error) {
+		runs.Add(1)
+		return &doctor.Report{}, nil
+	}
+	cfg := &Config{DoctorInterval: time.Nanosecond}
+	r := start(t, cfg, Options{Doctor: doctor})
+	defer r.stop()
+	heapAfter := func(n int64) uint64 {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); runs.Load() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the doctor ran %d times in 30 s, want %d", runs.Load(), n)
+			}
+		}
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const first, last = 1000, 201000
+	h0 := heapAfter(first)
+	h1 := heapAfter(last)
+	n := runs.Load() - first // the loop ran on while the heap was read
+	perRound := (float64(h1) - float64(h0)) / float64(n)
+	t.Logf("heap %d -> %d bytes over %d doctor rounds: %.1f bytes a round", h0, h1, n, perRound)
+	if perRound > 50 {
+		t.Errorf("the doctor loop keeps %.0f bytes per round (heap %d -> %d over %d rounds)", perRound, h0, h1, n)
+	}
+}
+
+// An icmp target whose name lookup hangs (a dead nameserver) holds
+// nothing: the udp target beside it probes on, /metrics and the page
+// answer at once, the slow target counts its probes lost at its rate (DOWN
+// on the page, not NO DATA), and the monitor stops at once.
+func TestSlowResolverBlocksNothing(t *testing.T) {
+	addr := reflector(t)
+	hang := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	cfg, err := ParseConfig("t.toml", []byte(fmt.Sprintf("[[target]]\nname = \"slow\"\nkind = \"icmp\"\naddress = \"slow.lowlat.test\"\ninterval = \"20ms\"\n[[target]]\nname = \"fast\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\n", addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, cfg, Options{Resolver: hang})
+	time.Sleep(time.Second)
+	began := time.Now()
+	fams, _ := scrape(t, r.addr)
+	resp, page := get(t, "http://"+r.addr+"/")
+	if d := time.Since(began); d > 500*time.Millisecond || resp.StatusCode != 200 {
+		t.Errorf("a scrape and the page took %s (page %d)", d, resp.StatusCode)
+	}
+	fast, _ := value(fams, "lowlat_probe_rtt_seconds", map[string]string{"target": "fast"})
+	sent, _ := value(fams, "lowlat_probe_sent_total", map[string]string{"target": "slow"})
+	lost, _ := value(fams, "lowlat_probe_lost_total", map[string]string{"target": "slow"})
+	if fast == nil || num(fast) < 35 {
+		t.Errorf("the udp target beside it: %v replies in 1 s, want ~50", fast)
+	}
+	if sent == nil || lost == nil || num(sent) < 35 || num(lost) < num(sent)-1 {
+		t.Errorf("the icmp target whose name does not resolve: sent %v, lost %v in 1 s; want ~50 sent, all lost", sent, lost)
+	}
+	if !strings.Contains(page, "slow icmp: p99 –, loss 100.00 % — DOWN") {
+		t.Errorf("the page does not show the slow target down: %q", regexp.MustCompile(`slow icmp[^<]*`).FindAllString(page, -1))
+	}
+	stopped := time.Now()
+	r.stop()
+	if d := time.Since(stopped); d > time.Second {
+		t.Errorf("the monitor took %s to stop", d)
+	}
 }

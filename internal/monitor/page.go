@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/autorate"
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/report"
 )
 
@@ -120,13 +121,27 @@ func summarySection(s *Snapshot) report.Section {
 	}
 	t := &report.Table{Header: []string{"target", "kind", "p50", "p99", "slo p99", "loss", "hour p99", "hour loss", "state"}}
 	worst := report.Good
+	paths := false
 	for i := range s.Targets {
 		tv := &s.Targets[i]
+		if tv.Kind == "path" {
+			// A path target has no probe stream, so no minutes: its row
+			// is its last run, to the destination.
+			paths = true
+			word, st := pathState(tv)
+			worst = worse(worst, st)
+			p50, p99, loss := "–", "–", "–"
+			if d := destination(tv.Path); d != nil {
+				p50, p99, loss = ms(usDur(d.RTT.P50)), ms(usDur(d.RTT.P99)), fmt.Sprintf("%.2f %%", d.LossPct)
+			}
+			t.Add(report.C(tv.Name), report.C(tv.Kind), report.C(p50), report.S(p99, st), report.C("–"),
+				report.C(loss), report.C("–"), report.C("–"), report.S(word, st))
+			sec.Paragraphs = append(sec.Paragraphs, pathLine(tv, p99, loss, word))
+			continue
+		}
 		f := figuresOf(tv)
 		word, st := verdict(tv, f)
-		if st == report.Bad || (st == report.Warn && worst != report.Bad) {
-			worst = st
-		}
+		worst = worse(worst, st)
 		t.Add(report.C(tv.Name), report.C(tv.Kind), report.C(ms(f.p50)), report.S(ms(f.p99), st), report.C(ms(tv.SLO)),
 			report.C(pct(f.lastLo, f.lastSent)), report.C(ms(f.hourP99)), report.C(pct(tv.Lost, tv.Sent)), report.S(word, st))
 		sec.Paragraphs = append(sec.Paragraphs, oneLine(tv, f, word))
@@ -134,7 +149,70 @@ func summarySection(s *Snapshot) report.Section {
 	sec.Table = t
 	sec.Badge, sec.BadgeStyle = map[report.Style]string{report.Good: "ALL OK", report.Warn: "DEGRADED", report.Bad: "FAILING"}[worst], worst
 	sec.Notes = []string{"p50, p99 and loss: the last full minute. Hour: the last 60 minutes."}
+	if paths {
+		sec.Notes = append(sec.Notes, "path targets: the destination's p50, p99 and loss in the last run; the state is the run's verdict.")
+	}
 	return sec
+}
+
+// worse is the worse of two states (Good < Warn < Bad; Dim counts as Good).
+func worse(a, b report.Style) report.Style {
+	switch {
+	case a == report.Bad || b == report.Bad:
+		return report.Bad
+	case a == report.Warn || b == report.Warn:
+		return report.Warn
+	}
+	return a
+}
+
+// pathState says in a word how a path target's last run went: WAITING
+// for the first, FAILING when the last could not run, UNREACHED when the
+// destination did not answer, the verdict's kind and hop when a hop adds
+// delay or loss that carries on to the destination, else CLEAN.
+func pathState(t *TargetView) (string, report.Style) {
+	r := t.Path
+	switch {
+	case t.LastError != "":
+		return "FAILING", report.Bad
+	case r == nil:
+		return "WAITING", report.Dim
+	case !r.Reached:
+		return "UNREACHED", report.Bad
+	case r.Verdict.Hop > 0:
+		return strings.ToUpper(r.Verdict.Kind) + " AT HOP " + strconv.Itoa(r.Verdict.Hop), report.Warn
+	}
+	return "CLEAN", report.Good
+}
+
+// destination is the hop of a path run that is the target itself, nil
+// when there is no run or the destination did not answer.
+func destination(r *pathprobe.Result) *pathprobe.Hop {
+	if r == nil || !r.Reached {
+		return nil
+	}
+	for i := len(r.Hops) - 1; i >= 0; i-- {
+		if r.Hops[i].Destination {
+			return &r.Hops[i]
+		}
+	}
+	return nil
+}
+
+// usDur is a path run's figure in microseconds as a Duration.
+func usDur(us float64) time.Duration { return time.Duration(us * float64(time.Microsecond)) }
+
+// pathLine is a path target's state as a sentence, with the verdict (or
+// why the run failed).
+func pathLine(t *TargetView, p99, loss, word string) string {
+	line := fmt.Sprintf("%s path: destination p99 %s, loss %s — %s", t.Name, p99, loss, word)
+	switch {
+	case t.LastError != "":
+		line += " · " + t.LastError
+	case t.Path != nil:
+		line += " · " + t.Path.Verdict.Text
+	}
+	return line
 }
 
 // oneLine is a target's verdict as a sentence for 2 a.m.
@@ -233,13 +311,10 @@ func targetSection(t *TargetView, now time.Time) report.Section {
 
 // pathSection shows a path target's last run: the verdict and every hop.
 func pathSection(t *TargetView) report.Section {
-	sec := report.Section{ID: "target-" + t.Name, Title: t.Name, Badge: "waiting", BadgeStyle: report.Dim}
+	word, st := pathState(t)
+	sec := report.Section{ID: "target-" + t.Name, Title: t.Name, Badge: word, BadgeStyle: st}
 	facts := [][2]string{{"probe", fmt.Sprintf("path to %s every %s (%d probes per hop)", t.Address, t.Interval, PathCount)}}
 	if r := t.Path; r != nil {
-		sec.Badge, sec.BadgeStyle = "clean", report.Good
-		if r.Verdict.Hop > 0 {
-			sec.Badge, sec.BadgeStyle = r.Verdict.Kind+" at hop "+strconv.Itoa(r.Verdict.Hop), report.Warn
-		}
 		facts = append(facts, [2]string{"verdict", r.Verdict.Text}, [2]string{"measured", r.Started.Format(time.DateTime) + " UTC"})
 		for _, h := range r.Hops {
 			v := "no reply"
@@ -253,7 +328,6 @@ func pathSection(t *TargetView) report.Section {
 		}
 	}
 	if t.LastError != "" {
-		sec.Badge, sec.BadgeStyle = "failing", report.Bad
 		facts = append(facts, [2]string{"failing", t.LastError})
 	}
 	sec.Facts = facts

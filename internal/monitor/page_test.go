@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/testnet"
 )
 
@@ -205,5 +206,59 @@ func TestPageRendersInChromium(t *testing.T) {
 	t.Logf("screenshot: band %d, line %d, red %d, ink %d of %d sampled pixels", band, line, red, ink, b.Dx()*b.Dy()/4)
 	if band < 2000 || line < 200 || red < 100 || ink < b.Dx()*b.Dy()/4/20 {
 		t.Errorf("the screenshot does not show the charts: band %d, line %d, red %d, ink %d", band, line, red, ink)
+	}
+}
+
+// Path targets are on the page's summary with their last run: the
+// destination's figures and the verdict in a word, never "NO DATA" (they
+// have no probe stream, so no minutes), and they count in the summary's
+// badge.
+func TestPagePathTargets(t *testing.T) {
+	now := time.Date(2026, 11, 24, 2, 30, 20, 0, time.UTC)
+	hop := func(i int, addr string, p50, p99, loss float64, dest bool) pathprobe.Hop {
+		return pathprobe.Hop{Index: i, Address: addr, Sent: 10, Received: int(10 - loss/10), LossPct: loss, RTT: pathprobe.RTT{P50: p50, P99: p99}, Destination: dest}
+	}
+	clean := &pathprobe.Result{Reached: true, Started: now.Add(-time.Minute),
+		Hops:    []pathprobe.Hop{hop(1, "192.0.2.1", 300, 500, 0, false), hop(2, "203.0.113.7", 1200, 1800, 0, true)},
+		Verdict: pathprobe.Verdict{Kind: "none", Text: "no hop adds notable delay or loss on the way to the end of the path"}}
+	delayed := &pathprobe.Result{Reached: true, Started: now.Add(-time.Minute),
+		Hops:    []pathprobe.Hop{hop(1, "192.0.2.1", 300, 500, 0, false), hop(2, "198.51.100.9", 25000, 31000, 0, false), hop(3, "203.0.113.8", 25400, 31500, 10, true)},
+		Verdict: pathprobe.Verdict{Hop: 2, Address: "198.51.100.9", Kind: "delay", Text: "hop 2 (198.51.100.9) adds 24.7 ms that carries on to the destination"}}
+	unreached := &pathprobe.Result{Reached: false, Started: now.Add(-time.Minute),
+		Hops:    []pathprobe.Hop{hop(1, "192.0.2.1", 300, 500, 0, false)},
+		Verdict: pathprobe.Verdict{Kind: "none", Text: "the destination did not answer"}}
+	for _, tt := range []struct {
+		name  string
+		tv    TargetView
+		line  string
+		word  string // the state, in the table and on the target's section
+		badge string // the summary's
+	}{
+		{"clean", TargetView{Name: "border", Kind: "path", Address: "203.0.113.7", Interval: time.Minute, Path: clean},
+			"border path: destination p99 1.80 ms, loss 0.00 % — CLEAN · no hop adds notable delay", "CLEAN", "ALL OK"},
+		{"delay", TargetView{Name: "transit", Kind: "path", Address: "203.0.113.8", Interval: time.Minute, Path: delayed},
+			"transit path: destination p99 31.5 ms, loss 10.00 % — DELAY AT HOP 2 · hop 2 (198.51.100.9) adds 24.7 ms", "DELAY AT HOP 2", "DEGRADED"},
+		{"unreached", TargetView{Name: "gone", Kind: "path", Address: "203.0.113.9", Interval: time.Minute, Path: unreached},
+			"gone path: destination p99 –, loss – — UNREACHED · the destination did not answer", "UNREACHED", "FAILING"},
+		{"failing", TargetView{Name: "broken", Kind: "path", Address: "203.0.113.10", Interval: time.Minute, Path: clean, LastError: "02:29:00 probe path: socket: operation not permitted"},
+			"broken path: destination p99 1.80 ms, loss 0.00 % — FAILING · 02:29:00 probe path: socket: operation not permitted", "FAILING", "FAILING"},
+		{"waiting", TargetView{Name: "new", Kind: "path", Address: "203.0.113.11", Interval: time.Minute},
+			"new path: destination p99 –, loss – — WAITING", "WAITING", "ALL OK"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			page := render(t, &Snapshot{Now: now, Targets: []TargetView{tt.tv}})
+			if !strings.Contains(page, tt.line) {
+				t.Errorf("the summary lacks %q", tt.line)
+			}
+			if strings.Contains(page, "NO DATA") {
+				t.Error(`a path target reads "NO DATA"`)
+			}
+			if n := strings.Count(page, ">"+tt.word+"<"); n < 2 {
+				t.Errorf("%q appears %d times, want in the table and on the target's section", tt.word, n)
+			}
+			if !strings.Contains(page, ">"+tt.badge+"<") {
+				t.Errorf("the summary's badge is not %s", tt.badge)
+			}
+		})
 	}
 }

@@ -74,4 +74,14 @@ func TestRulesReadExportedSeries(t *testing.T) {
 			t.Errorf("the rules read %s; the monitor does not export it", name)
 		}
 	}
+	// Series of the client library the rules read too (the doctor's
+	// staleness counts from the start when it never finished a run).
+	for _, name := range []string{"process_start_time_seconds"} {
+		if !strings.Contains(string(b), name) {
+			t.Errorf("the rules no longer read %s: take it off this list", name)
+		}
+		if fams[name] == nil {
+			t.Errorf("the rules read %s; the monitor does not export it", name)
+		}
+	}
 }

@@ -27,7 +27,7 @@ func TestUnitVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	unit := string(b)
-	for _, want := range []string{"ExecStart=/usr/bin/lowlat monitor --config /etc/lowlat/monitor.toml", "ExecReload=/bin/kill -HUP $MAINPID", "WantedBy=multi-user.target"} {
+	for _, want := range []string{"ExecStart=/usr/bin/lowlat monitor --config /etc/lowlat/monitor.toml", "ExecReload=/bin/kill -HUP $MAINPID", "RestartForceExitStatus=SIGHUP", "WantedBy=multi-user.target"} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("unit lacks %q", want)
 		}

@@ -110,13 +110,19 @@ func (c *ICMPConfig) normalize() error {
 	return nil
 }
 
-// resolveIP resolves a host to one address.
-func resolveIP(host string) (netip.Addr, error) {
+// resolveIP resolves a host to one address with r (nil: the system's).
+func resolveIP(ctx context.Context, r *net.Resolver, host string) (netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return a.Unmap(), nil
 	}
-	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
-	if err != nil || len(ips) == 0 {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ips, err := r.LookupNetIP(ctx, "ip", host)
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no address")
+	}
+	if err != nil {
 		return netip.Addr{}, fmt.Errorf("icmp %s: resolve: %w", host, err)
 	}
 	return ips[0].Unmap(), nil
@@ -269,7 +275,7 @@ func ICMP(ctx context.Context, cfg ICMPConfig) (*ICMPResult, error) {
 		return nil, configErr(err)
 	}
 	start := time.Now()
-	addr, err := resolveIP(cfg.Target)
+	addr, err := resolveIP(ctx, nil, cfg.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -384,10 +390,22 @@ func ICMP(ctx context.Context, cfg ICMPConfig) (*ICMPResult, error) {
 	return res, nil
 }
 
+// Name lookups of an icmp watch: each gives up after resolveTimeout, and a
+// failed one is retried no sooner than resolveRetry after it began (a name
+// that does not resolve must not query the resolver on every tick).
+// Variables for the tests.
+var (
+	resolveTimeout = 5 * time.Second
+	resolveRetry   = 5 * time.Second
+)
+
 // WatchICMP pings a host until ctx ends (see the watch notes in watch.go):
 // one echo request per tick, lost (direction unknown) when its reply does
-// not come within the timeout. A host that does not resolve, or a socket
-// that cannot be had, counts one lost probe per tick and is retried.
+// not come within the timeout. A host name is looked up on its own
+// goroutine, never under the watch's lock nor on the schedule's: until it
+// has an address every tick counts one lost probe. A name that does not
+// resolve (or not within resolveTimeout), or a socket that cannot be had,
+// counts one lost probe per tick and is retried.
 func WatchICMP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	if err := cfg.Check("icmp"); err != nil {
 		return err
@@ -397,12 +415,18 @@ func WatchICMP(ctx context.Context, cfg WatchConfig, sink Sink) error {
 	}
 	cfg.Size = max(cfg.Size, minPingSize)
 	w := &pingWatch{cfg: &cfg, sink: sink}
+	if a, err := netip.ParseAddr(cfg.Target); err == nil {
+		w.addr = a.Unmap()
+	}
 	// Probes in flight: one per interval for a timeout, and a margin.
 	w.ring = make([]pingSlot, ringSize(int(cfg.Timeout/cfg.Interval)+2))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer w.closeSock()
-	runSchedule(ctx, cfg.Interval, func(now time.Time) { w.tick(now, &wg) }, func(now time.Time) time.Time {
+	w.mu.Lock()
+	w.lookUp(ctx, time.Now(), &wg) // before the first tick, which may be due at once
+	w.mu.Unlock()
+	runSchedule(ctx, cfg.Interval, func(now time.Time) { w.tick(ctx, now, &wg) }, func(now time.Time) time.Time {
 		w.expire(now)
 		if t := w.oldest(); !t.IsZero() {
 			return t.Add(cfg.Timeout)
@@ -435,6 +459,39 @@ type pingWatch struct {
 	head, end uint64 // probes [head, end) are in flight
 	lastReply int64  // receive time of the newest reply
 	failing   bool
+
+	// The target's address, once known (at once for an address, after a
+	// lookup for a name); a lookup in flight; when the next may start;
+	// why the last failed.
+	addr       netip.Addr
+	looking    bool
+	nextLookup time.Time
+	lookupErr  error
+}
+
+// lookUp starts a lookup of the target's name, unless its address is
+// known, one is in flight, or the last began less than resolveRetry ago.
+// w.mu is held; the lookup runs without it, bounded by resolveTimeout and
+// ctx, and stores its answer under it.
+func (w *pingWatch) lookUp(ctx context.Context, now time.Time, wg *sync.WaitGroup) {
+	if w.addr.IsValid() || w.looking || now.Before(w.nextLookup) {
+		return
+	}
+	w.looking, w.nextLookup = true, now.Add(resolveRetry)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		lctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+		defer cancel()
+		addr, err := resolveIP(lctx, w.cfg.Resolver, w.cfg.Target)
+		if err != nil && errors.Is(lctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("icmp %s: resolve: no answer in %s", w.cfg.Target, resolveTimeout)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.looking = false
+		w.addr, w.lookupErr = addr, err
+	}()
 }
 
 func (w *pingWatch) closeSock() {
@@ -482,7 +539,7 @@ func (w *pingWatch) expire(now time.Time) {
 	}
 }
 
-func (w *pingWatch) tick(now time.Time, wg *sync.WaitGroup) {
+func (w *pingWatch) tick(ctx context.Context, now time.Time, wg *sync.WaitGroup) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.end-w.head == uint64(len(w.ring)) { // cannot happen with the timeout bound; never overwrite
@@ -490,19 +547,24 @@ func (w *pingWatch) tick(now time.Time, wg *sync.WaitGroup) {
 		return
 	}
 	if w.p == nil {
-		addr, err := resolveIP(w.cfg.Target)
-		if err == nil {
-			w.p, err = newPinger(addr, "", w.cfg.Size, w.cfg.DSCP)
-			if err != nil {
-				err = fmt.Errorf("icmp %s: %w", w.cfg.Target, err)
-			}
-		}
-		if err != nil {
+		if !w.addr.IsValid() {
+			// No address yet: this probe cannot leave, and counts. The
+			// state says why once the lookup failed; the first lookup
+			// usually answers within a tick or two.
+			w.lookUp(ctx, now, wg)
 			w.sink(Sample{Sent: now, Lost: true, Dir: LossUnknown})
-			w.state(true, "%v", err)
+			if w.lookupErr != nil {
+				w.state(true, "%v", w.lookupErr)
+			}
 			return
 		}
-		p := w.p
+		p, err := newPinger(w.addr, "", w.cfg.Size, w.cfg.DSCP)
+		if err != nil {
+			w.sink(Sample{Sent: now, Lost: true, Dir: LossUnknown})
+			w.state(true, "icmp %s: %v", w.cfg.Target, err)
+			return
+		}
+		w.p = p
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

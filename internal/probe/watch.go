@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -69,6 +70,8 @@ type WatchConfig struct {
 	Timeout time.Duration
 	// Key authenticates to a reflector that wants one (udp, tcp, crr).
 	Key []byte
+	// Resolver looks up an icmp target's name; nil: the system's.
+	Resolver *net.Resolver
 	// State, when set, is called when the target's state changes, never
 	// once per probe: failing with the reason ("udp 10.0.0.2:7431: no
 	// replies since 12:01:05"), then healthy again (failing false, a line
