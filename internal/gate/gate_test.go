@@ -515,3 +515,37 @@ func TestHostNoise(t *testing.T) {
 		}
 	}
 }
+
+// TestTailHostNoise: a tail percentile's host noise is the baseline's
+// send-lag p90: a p99 that moves by less than that is the host's noise on
+// a fast path, by more (or on p50, by more than the median lag) a change.
+func TestTailHostNoise(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	tailed := func(base, tailNS float64) sampler {
+		return func(r *rand.Rand) int64 {
+			v := base + 2e3*r.NormFloat64()
+			if r.Float64() < 0.03 {
+				v += tailNS
+			}
+			return int64(v)
+		}
+	}
+	lag := probe.Percentiles{Count: 1000, P50: 30, P90: 300}
+	for _, c := range []struct {
+		name          string
+		after         sampler
+		wantP50, want string
+	}{
+		{"tail 200 µs longer", tailed(40e3, 220e3), Same, Same},
+		{"tail 3 ms longer", tailed(40e3, 3020e3), Same, Worse},
+		{"median 100 µs longer", tailed(140e3, 120e3), Worse, Same},
+	} {
+		before := udpResult(t, r, tailed(40e3, 20e3), 1000, 0)
+		after := udpResult(t, r, c.after, 1000, 0)
+		before.SendLag, after.SendLag = lag, lag
+		v := Decide(summarize(t, before), summarize(t, after), Policy{})
+		if row(v, "p50").Verdict != c.wantP50 || row(v, "p99").Verdict != c.want {
+			t.Errorf("%s: p50 %s p99 %s, want %s %s (%s)", c.name, row(v, "p50").Verdict, row(v, "p99").Verdict, c.wantP50, c.want, v.Reason)
+		}
+	}
+}
