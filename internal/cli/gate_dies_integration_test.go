@@ -154,6 +154,10 @@ func TestIntegrationGateReflectorDies(t *testing.T) {
 				"--prove", strings.ReplaceAll(tt.probe, "%s", w.target)}
 			if tt.kind != "udp" {
 				args = append(args, "--json")
+			} else {
+				// An SLO the run meets adds to the default terms: on main
+				// it replaced them, and this run was kept at 50 % loss.
+				args = append(args, "--slo", "p99<=50ms")
 			}
 			wait := w.startApply(t, args...)
 			w.waitApplied(t)
@@ -172,7 +176,7 @@ func TestIntegrationGateReflectorDies(t *testing.T) {
 				t.Fatalf("rolled back by the gate, but not byte-identical:\n%s", testnet.DiffLines(before, after))
 			}
 			if tt.kind == "udp" {
-				for _, want := range []string{"Rolled back by the gate:", "loss", "worse beyond the noise", "Rollback: 1 knob(s) restored exactly"} {
+				for _, want := range []string{"Gate (udp", ", SLO p99<=50ms", "Rolled back by the gate: loss ", "worse beyond the noise", "Rollback: 1 knob(s) restored exactly"} {
 					if !strings.Contains(r.stdout, want) {
 						t.Errorf("report lacks %q", want)
 					}

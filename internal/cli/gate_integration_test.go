@@ -332,6 +332,7 @@ func TestIntegrationGateBadInput(t *testing.T) {
 		{"malformed SLO", []string{"--prove", udp, "--slo", "p99=<8ms"}, 2, `operator must be <=, <, >= or >`},
 		{"metric the probe lacks", []string{"--prove", udp, "--slo", "rpm>=100"}, 2, "a udp probe does not report rpm"},
 		{"SLO without a probe", []string{"--slo", "p99<=8ms"}, 2, "--slo needs --prove"},
+		{"slo-only without an SLO", []string{"--prove", udp, "--slo-only"}, 2, "--slo-only needs --slo"},
 		{"unknown probe", []string{"--prove", "icmp " + w.target}, 2, `unknown probe "icmp"`},
 		{"bad probe flag", []string{"--prove", udp + " --intervall 5ms"}, 2, "unknown flag: --intervall"},
 		{"confirm too short", []string{"--prove", udp, "--confirm", "5s"}, 2, "--confirm 5s is shorter than the gate needs"},
