@@ -108,9 +108,11 @@ func (e *Engine) settle(ctx context.Context, j *journal.Journal) (*Result, error
 }
 
 // settleView applies settle's verdicts to a state in memory, for a reader
-// that may not write the journal (status without root). It returns the
-// orphaned transactions it found, which a root run would roll back.
+// that may not write the journal (status without root). It returns notes:
+// the orphaned transactions it found, which a root run would roll back, and
+// the sysctl.d files a root run would rename.
 func (e *Engine) settleView(st *journal.State) (orphans []string) {
+	orphans = legacyNotes(st)
 	lost := e.lost(st)
 	for _, t := range st.Active() {
 		if why := e.orphaned(t); why != "" {
@@ -147,6 +149,16 @@ func (e *Engine) Boot(ctx context.Context) (*Result, error) {
 	st, err := j.Load()
 	if err != nil {
 		return nil, err
+	}
+	notes, err := e.renameLegacySysctlFiles(ctx, j, st)
+	res.Notes = append(res.Notes, notes...)
+	if err != nil {
+		return res, err
+	}
+	if len(notes) > 0 {
+		if st, err = j.Load(); err != nil {
+			return res, err
+		}
 	}
 	var failed []Item
 	tops := e.tops(st)

@@ -63,10 +63,10 @@ func (l layer) inForceIn(b string) bool {
 	return l.t.Meta.Persist || l.t.InBoot(b) || knob.SurvivesReboot(l.in.Knob, l.in.After)
 }
 
-// path returns the indexes of the layers on the path from the top (the
+// pathOf returns the indexes of the layers on the path from the top (the
 // newest layer in force in boot now) down, newest first; nil when no layer
 // is in force.
-func path(s []layer, now string) []int {
+func pathOf(s []layer, now string) []int {
 	top := -1
 	for i := len(s) - 1; i >= 0; i-- {
 		if s[i].inForceIn(now) {
@@ -102,7 +102,7 @@ func (e *Engine) lost(st *journal.State) map[string][]string {
 	for _, k := range order {
 		s := byKnob[k]
 		on := make([]bool, len(s))
-		for _, i := range path(s, e.BootID) {
+		for _, i := range pathOf(s, e.BootID) {
 			on[i] = true
 		}
 		for i, l := range s {
@@ -120,7 +120,7 @@ func (e *Engine) tops(st *journal.State) map[string]*journal.Txn {
 	byKnob, _ := e.stacks(st)
 	out := map[string]*journal.Txn{}
 	for k, s := range byKnob {
-		if p := path(s, e.BootID); len(p) > 0 {
+		if p := pathOf(s, e.BootID); len(p) > 0 {
 			out[k] = s[p[0]].t
 		}
 	}
