@@ -111,19 +111,19 @@ func (e *Engine) settle(ctx context.Context, j *journal.Journal) (*Result, error
 // that may not write the journal (status without root). It returns notes:
 // the orphaned transactions it found, which a root run would roll back, and
 // the sysctl.d files a root run would rename.
-func (e *Engine) settleView(st *journal.State) (orphans []string) {
-	orphans = legacyNotes(st)
+func (e *Engine) settleView(st *journal.State) (notes []string) {
+	notes = legacyNotes(st)
 	lost := e.lost(st)
 	for _, t := range st.Active() {
 		if why := e.orphaned(t); why != "" {
-			orphans = append(orphans, fmt.Sprintf("transaction %s was %s: run 'lowlat rollback' as root", t.ID, why))
+			notes = append(notes, fmt.Sprintf("transaction %s was %s: run 'lowlat rollback' as root", t.ID, why))
 			continue
 		}
 		if len(lost[t.ID]) > 0 {
 			t.DropLost(lost[t.ID], e.now())
 		}
 	}
-	return orphans
+	return notes
 }
 
 // Boot runs once per boot, from lowlat-boot.service. It settles the journal
