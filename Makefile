@@ -19,8 +19,9 @@ BIN := bin/lowlat
 # python3 for the socket-audit helper programs, nginx and haproxy (run only in
 # test namespaces with temporary configs) for the proxy checks, chromium to
 # render the lab's HTML report headless, systemd for systemd-analyze to check
-# the boot units offline, prometheus (the server and promtool) to scrape the
-# monitor, lint its metrics and run its rules' unit tests, lintian and rpm to
+# the boot units offline (and systemd-sysctl's order of the sysctl.d files),
+# procps for sysctl --system's order of them, prometheus (the server and
+# promtool) to scrape the monitor, lint its metrics and run its rules' unit tests, lintian and rpm to
 # check the packages 'make package' builds, ansible-core, ansible-lint,
 # python3-apt and openssh-server (sshd runs only in test namespaces) for the
 # Ansible collection's fleet test, mtr-tiny for the path-hops lab scenario
@@ -30,7 +31,7 @@ BIN := bin/lowlat
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
 	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny \
-	fping netbase
+	fping netbase procps
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).

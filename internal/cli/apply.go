@@ -64,7 +64,7 @@ func newApplyCmd(env *Env) *cobra.Command {
 	o.plan.register(f)
 	f.BoolVar(&o.dryRun, "dry-run", false, "show what would change and change nothing")
 	f.DurationVar(&o.confirm, "confirm", 0, "dead-man switch: roll back automatically unless 'lowlat confirm' runs within this `duration`")
-	f.BoolVar(&o.persist, "persist", false, "survive reboots: write /etc/sysctl.d/99-lowlat-<txn>.conf and a boot unit (journaled, removed by rollback; with --confirm, written at confirm)")
+	f.BoolVar(&o.persist, "persist", false, "survive reboots: write /etc/sysctl.d/zz-lowlat-<txn>.conf and a boot unit (journaled, removed by rollback; with --confirm, written at confirm)")
 	f.BoolVar(&o.force, "force", false, "replace settings lowlat cannot recreate exactly (a qdisc with filters on its root); their rollback leaves the kernel's default")
 	f.BoolVar(&o.yes, "yes", false, "do not ask before changing the host")
 	f.BoolVar(&o.json, "json", false, "print JSON")
@@ -156,6 +156,7 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 		if persistFiles {
 			files, pnotes := persist.Changes(settings, po)
 			notes = append(notes, pnotes...)
+			notes = append(notes, persistWarnings(pl)...)
 			if o.confirm > 0 {
 				for _, fc := range files {
 					deferred = append(deferred, journal.Change{Knob: fc.Knob, Value: fc.Value})

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -48,9 +49,17 @@ func writeUnits(dir string) error {
 }
 
 // InForceMarker is the file the package's prerm leaves when transactions
-// are still in force at removal; postrm purge keeps the journal while it
-// exists (the journal is what a reinstalled lowlat rolls them back from).
+// are still in force at removal, or when it could not read the journal;
+// postrm purge keeps the journal while it exists (the journal is what a
+// reinstalled lowlat rolls them back from).
 const InForceMarker = "in-force-at-removal"
+
+// ClearMarker is the file prerm leaves when it read the journal and found
+// nothing in force: the journal's identity ("inode size mtime", as
+// stat -c '%i %s %Y' prints it). postrm purge deletes a journal only when
+// this file matches it, so a journal that prerm never read (it failed, or
+// did not run), or that changed since, is kept.
+const ClearMarker = "clear-at-removal"
 
 // removingOptions are __removing's flags.
 type removingOptions struct {
@@ -72,19 +81,35 @@ func newRemovingCmd(env *Env) *cobra.Command {
 
 // runRemoving never changes the host's tuning and never fails the removal:
 // a package manager that cannot remove lowlat because lowlat's journal is
-// unreadable would be worse than a removal that leaves a warning. It writes
-// the marker next to the journal (or removes a stale one) so that a later
-// purge knows to keep the journal.
+// unreadable would be worse than a removal that leaves a warning. It leaves
+// next to the journal what a later purge needs to know, since the binary is
+// gone by then: the in-force marker when transactions are in force or the
+// journal could not be read (damaged, written by a newer lowlat), the clear
+// marker only when it read the journal and nothing is in force.
 func runRemoving(ctx context.Context, env *Env, o *removingOptions, args []string) error {
 	path := journalPath(env, o.journal)
-	marker := filepath.Join(filepath.Dir(path), InForceMarker)
+	dir := filepath.Dir(path)
+	marker, clear := filepath.Join(dir, InForceMarker), filepath.Join(dir, ClearMarker)
+	// A clear marker from an earlier removal must not outlive this one.
+	os.Remove(clear)
+	keep := func(lines []string) {
+		if err := os.WriteFile(marker, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			fmt.Fprintf(env.Stderr, "lowlat: write %s: %v\n", marker, err)
+		}
+	}
 	rep, err := engine(env, o.journal).Status(ctx, txn.StatusOptions{Peek: true})
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "lowlat: cannot read the journal %s (%v): the host's tuning is left as it is; keep %s to roll it back later\n", path, err, filepath.Dir(path))
+		fmt.Fprintf(env.Stderr, "lowlat: cannot read the journal %s (%v): the host's tuning is left as it is; keep %s to roll it back later\n", path, err, dir)
+		keep([]string{fmt.Sprintf("unknown: the journal could not be read: %v", err)})
 		return nil
 	}
 	if len(rep.Active) == 0 {
 		os.Remove(marker)
+		if id, err := fileIdentity(path); err == nil {
+			if err := os.WriteFile(clear, []byte(id+"\n"), 0o600); err != nil {
+				fmt.Fprintf(env.Stderr, "lowlat: write %s: %v\n", clear, err)
+			}
+		}
 		return nil
 	}
 	var ids []string
@@ -93,10 +118,22 @@ func runRemoving(ctx context.Context, env *Env, o *removingOptions, args []strin
 	}
 	sort.Strings(ids)
 	fmt.Fprint(env.Stderr, removingNotice(path, ids))
-	if err := os.WriteFile(marker, []byte(strings.Join(ids, "\n")+"\n"), 0o600); err != nil {
-		fmt.Fprintf(env.Stderr, "lowlat: write %s: %v\n", marker, err)
-	}
+	keep(ids)
 	return nil
+}
+
+// fileIdentity is "inode size mtime" of path, as stat -c '%i %s %Y' prints
+// it: a journal is append-only, so any write since changes it.
+func fileIdentity(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", fmt.Errorf("%s: no inode number", path)
+	}
+	return fmt.Sprintf("%d %d %d", st.Ino, fi.Size(), fi.ModTime().Unix()), nil
 }
 
 // removingNotice tells the operator what stays and how to undo it.

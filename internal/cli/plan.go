@@ -143,8 +143,27 @@ func renderPlan(w io.Writer, pl *plan.Plan, color bool) error {
 		return err
 	}
 	set, ok, skip := pl.Counts()
-	_, err := fmt.Fprintf(w, "\n%d to change (~), %d already set (=), %d not possible here (-)\n", set, ok, skip)
-	return err
+	if _, err := fmt.Fprintf(w, "\n%d to change (~), %d already set (=), %d not possible here (-)\n", set, ok, skip); err != nil {
+		return err
+	}
+	for _, n := range persistWarnings(pl) {
+		if _, err := fmt.Fprintln(w, "Note:", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// persistWarnings are the plan's sysctls that an apply --persist would not
+// keep across a reboot, and why.
+func persistWarnings(pl *plan.Plan) []string {
+	var out []string
+	for _, c := range pl.Changes {
+		if c.Persist != "" {
+			out = append(out, c.Knob+": "+c.Persist)
+		}
+	}
+	return out
 }
 
 func orDash(s string) string {

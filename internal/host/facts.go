@@ -31,6 +31,10 @@ type Facts struct {
 	// network namespace other than the first, the kernel shows some net.core
 	// limits (rmem_max, wmem_max...) read-only, set for the whole host.
 	ReadOnlySysctls []string `json:"read_only_sysctls,omitempty"`
+	// SysctlConf is the sysctl configuration the boot applies (sysctl.d
+	// and /etc/sysctl.conf): what a persisted sysctl competes with. Nil
+	// when the facts hold none of its places: unknown, not empty.
+	SysctlConf *SysctlConf `json:"sysctl_conf,omitempty"`
 	// Netns says whether the facts were read in the host's initial network
 	// namespace ("init"), another one ("other"), or it could not be told ("").
 	// Only the initial namespace may select a congestion control outside

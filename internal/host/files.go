@@ -79,6 +79,7 @@ func (rd *fileReader) readAll() {
 	rd.autorate()
 	rd.block()
 	rd.systemd()
+	rd.sysctlConf()
 	<-done
 	rd.merge(walk)
 	rd.kernelSupport()

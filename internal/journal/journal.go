@@ -147,7 +147,8 @@ var (
 // Journal is an open journal file, locked for this process.
 type Journal struct {
 	path string
-	// f is the journal itself; nil when a read-only open found no journal.
+	// f is the journal itself; nil when the open found no journal (a
+	// read-write one creates it with its first record: see create).
 	f *os.File
 	// writable is false for a shared, read-only open.
 	writable bool
@@ -162,7 +163,10 @@ const (
 	// ReadOnly takes a shared lock: concurrent readers, no writer. It never
 	// creates anything: a journal that does not exist reads as empty.
 	ReadOnly Mode = iota
-	// ReadWrite takes the exclusive lock and creates the file if needed.
+	// ReadWrite takes the exclusive lock. A journal that does not exist
+	// reads as empty and is created by the first Append, with that record
+	// already in it (create): lowlat never leaves an empty journal behind,
+	// so an empty file is never one lowlat made (see openFile).
 	ReadWrite
 )
 
@@ -180,16 +184,16 @@ const (
 // Open does not wait: if another process holds the lock, it fails with
 // ErrLocked naming that process.
 //
-// A path that exists but is not a lowlat journal (not a regular file, or
-// whose first line is not a journal record) is refused before anything is
-// locked, created or written.
+// A path that exists but is not a lowlat journal (not a regular file, an
+// empty file, or one whose first line is not a journal record) is refused
+// before anything is locked, created, chmodded or written.
 func Open(path string, mode Mode) (*Journal, error) {
 	f, err := openFile(path, mode)
 	if err != nil {
 		return nil, err
 	}
 	if f == nil {
-		return &Journal{path: path}, nil
+		return &Journal{path: path, writable: mode == ReadWrite}, nil
 	}
 	how := unix.LOCK_SH
 	if mode == ReadWrite {
@@ -222,58 +226,134 @@ func Peek(path string) (*Journal, error) {
 	return &Journal{path: path, f: f}, nil
 }
 
-// openFile opens the journal file: read-only without creating anything, or
-// read-write creating it (0600, its missing directories 0700). Either way it
-// checks first that an existing file is a lowlat journal.
+// openFile opens an existing journal file: read-only, or read-write for
+// appending. It returns nil when there is none (ReadWrite creates it at the
+// first Append). Either way it checks first that the file is a lowlat
+// journal, and only then touches it (tightening an older lowlat's 0644).
 func openFile(path string, mode Mode) (*os.File, error) {
 	// O_NONBLOCK: a FIFO given as --journal must not hang the open.
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	switch {
-	case errors.Is(err, os.ErrNotExist) && mode == ReadOnly:
-		// Nobody ever wrote a journal here: an empty read-only view.
-		return nil, nil
 	case errors.Is(err, os.ErrNotExist):
+		// Nobody ever wrote a journal here: an empty view.
+		return nil, nil
 	case errors.Is(err, os.ErrPermission):
 		return nil, fmt.Errorf("journal %s: %w (only root can read lowlat's journal)", path, err)
 	case err != nil:
 		return nil, fmt.Errorf("journal %s: %w", path, err)
-	default:
-		if err := checkJournal(f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("journal %s: %w", path, err)
-		}
-		if mode == ReadOnly {
-			return f, nil
-		}
-		f.Close()
 	}
-	dir := filepath.Dir(path)
-	if err := mkdirPrivate(dir); err != nil {
+	if err := checkJournal(f, path); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|unix.O_NONBLOCK|unix.O_CLOEXEC, fileMode)
+	if mode == ReadOnly {
+		return f, nil
+	}
+	f.Close()
+	if err := mkdirPrivate(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // removed in between: created again at the first Append
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	// Checked again on the file actually opened: it may have been created
-	// or replaced in between.
+	// Checked again on the file actually opened: it may have been replaced
+	// in between.
 	fi, err := f.Stat()
 	if err == nil {
-		err = checkJournal(f)
+		err = checkJournal(f, path)
 	}
 	if err == nil && fi.Mode().Perm()&0o077 != 0 {
 		// A journal from an older lowlat (0644): tighten it.
 		err = f.Chmod(fileMode)
-	}
-	if err == nil && fi.Size() == 0 {
-		// Possibly just created: make its directory entry durable.
-		err = atomicfile.SyncDir(dir)
 	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// create makes the journal with its first record already in it, so that no
+// crash can leave an empty journal, nor one whose first line is not a
+// record: the record is written and fsynced to a private temporary file
+// beside the journal, locked exclusively, which is then hard-linked to the
+// journal's name (link(2) fails if the name exists: a journal another
+// lowlat created in the meantime is never replaced). The lock, taken on the
+// new inode before it has a name, is held from the journal's first moment.
+// A crash before the link leaves only the temporary file, whose record
+// announced no change yet (knobs are written after their intent, which
+// comes after it): the next create removes it.
+func (j *Journal) create(line []byte) error {
+	dir := filepath.Dir(j.path)
+	if err := mkdirPrivate(dir); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	removeStaleTemps(j.path)
+	b := make([]byte, 4)
+	rand.Read(b)
+	tmp := j.path + tempInfix + hex.EncodeToString(b)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, fileMode)
+	if err != nil {
+		return fmt.Errorf("journal %s: create: %w", j.path, err)
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		_, err = f.Write(line)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = os.Link(tmp, j.path)
+	}
+	os.Remove(tmp)
+	if err == nil {
+		err = atomicfile.SyncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, os.ErrExist) {
+			return &LockedError{Path: j.path, err: fmt.Errorf("journal %s: %w: another lowlat created it just now; nothing was written", j.path, ErrLocked)}
+		}
+		return fmt.Errorf("journal %s: create: %w", j.path, err)
+	}
+	j.f, j.locked = f, true
+	return nil
+}
+
+// tempInfix names create's temporary files: "<journal>.new-<random>".
+const tempInfix = ".new-"
+
+// removeStaleTemps removes the temporary files of creates that died before
+// linking theirs (a live one holds its lock, and is left alone).
+func removeStaleTemps(path string) {
+	stale, _ := filepath.Glob(globEscape(path) + tempInfix + "*")
+	for _, p := range stale {
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.Remove(p)
+		}
+		f.Close()
+	}
+}
+
+// globEscape quotes the characters filepath.Match treats specially.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		if strings.ContainsRune(`*?[\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // mkdirPrivate creates dir and its missing parents 0700. lowlat's own state
@@ -300,9 +380,22 @@ func mkdirPrivate(dir string) error {
 // lowlat journal.
 var ErrNotJournal = errors.New("not a lowlat journal")
 
-// checkJournal refuses anything but a regular file that is empty or starts
-// with a journal record. It reads only the first line, and leaves f at 0.
-func checkJournal(f *os.File) error {
+// ownEmpty reports whether an empty file at path is an older lowlat's empty
+// journal: only at DefaultPath (a variable for the tests).
+var ownEmpty = func(path string) bool { return filepath.Clean(path) == DefaultPath }
+
+// checkJournal refuses anything but a regular file that starts with a
+// journal record. It reads only the first line, and leaves f at 0.
+//
+// An empty file is not a journal: lowlat creates its journal with its first
+// record (create). An older lowlat did leave empty journals (a root status
+// or rollback with nothing to do created the file; so did a crash between
+// creating it and writing to it), so one at lowlat's own DefaultPath, in
+// lowlat's own directory, is taken as its empty journal. Anywhere else an
+// empty file may be anybody's ('--journal /etc/motd'), and it is refused:
+// nothing in it tells lowlat's from another's, and an empty journal holds
+// nothing, so removing one an older lowlat left loses nothing.
+func checkJournal(f *os.File, path string) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
@@ -311,7 +404,10 @@ func checkJournal(f *os.File) error {
 		return fmt.Errorf("%w: it is a %s, not a regular file", ErrNotJournal, fileType(fi.Mode()))
 	}
 	if fi.Size() == 0 {
-		return nil
+		if ownEmpty(path) {
+			return nil
+		}
+		return fmt.Errorf("%w: it is an empty file, and lowlat writes its journal with its first record; if an older lowlat left it empty, remove it (it holds nothing)", ErrNotJournal)
 	}
 	first, err := bufio.NewReaderSize(io.LimitReader(f, 1<<20), 4096).ReadBytes('\n')
 	if _, serr := f.Seek(0, io.SeekStart); serr != nil {
@@ -449,6 +545,9 @@ func (j *Journal) Append(r Record) error {
 	line, err := encode(r)
 	if err != nil {
 		return fmt.Errorf("journal %s: encode %s: %w", j.path, r.Type, err)
+	}
+	if j.f == nil {
+		return j.create(line)
 	}
 	if _, err := j.f.Write(line); err != nil {
 		return fmt.Errorf("journal %s: append %s: %w", j.path, r.Type, err)

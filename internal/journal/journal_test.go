@@ -122,7 +122,7 @@ func TestNewerVersionRefused(t *testing.T) {
 }
 
 func TestLockExcludesSecondWriter(t *testing.T) {
-	_, path := writeJournal(t, nil)
+	_, path := writeJournal(t, sample()[:1])
 	_, err := Open(path, ReadWrite)
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "pid") {
 		t.Fatalf("second writer: %v, want ErrLocked naming the holder pid", err)
@@ -264,6 +264,9 @@ func TestPrivateModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := j.Append(sample()[0]); err != nil {
+		t.Fatal(err)
+	}
 	j.Close()
 	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
@@ -304,6 +307,9 @@ func TestUnprivilegedUserCannotLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := j.Append(sample()[0]); err != nil {
+		t.Fatal(err)
+	}
 	j.Close()
 	for _, target := range []string{path, path + ".lock", filepath.Dir(path)} {
 		out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "flock", "-n", "-s", target, "true").CombinedOutput()
@@ -333,7 +339,7 @@ func TestHolderFromProcLocks(t *testing.T) {
 		}
 	}
 	// And for real: this process holds it.
-	_, path := writeJournal(t, nil)
+	_, path := writeJournal(t, sample()[:1])
 	_, err := Open(path, ReadWrite)
 	var le *LockedError
 	if !errors.As(err, &le) || le.Holder.PID != os.Getpid() {
@@ -369,5 +375,190 @@ func TestReplayPartlyLost(t *testing.T) {
 	st, _ = Replay(old)
 	if st.Txns[0].Status != Lost || len(st.Txns[0].Intents) != 0 {
 		t.Errorf("old lost record: %+v", st.Txns[0])
+	}
+}
+
+// TestEmptyFileIsNotAJournal: an empty file lowlat did not create ('status
+// --journal /etc/motd', a typo'd path) is refused by every mode before it
+// is locked, chmodded or written, whatever its mode.
+func TestEmptyFileIsNotAJournal(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		dirMode, mode os.FileMode
+		wantMode      os.FileMode
+	}{
+		{"config file", 0o755, 0o644, 0o644},
+		{"private file", 0o700, 0o600, 0o600},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			if err := os.Mkdir(dir, tt.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "motd")
+			if err := os.WriteFile(path, nil, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, tt.mode)
+			for _, mode := range []Mode{ReadOnly, ReadWrite} {
+				j, err := Open(path, mode)
+				if !errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "empty") {
+					t.Errorf("Open(%v) = %v, want ErrNotJournal naming the path and saying it is empty", mode, err)
+				}
+				if err == nil {
+					j.Append(sample()[0])
+					j.Close()
+				}
+			}
+			if _, err := Peek(path); !errors.Is(err, ErrNotJournal) {
+				t.Errorf("Peek = %v", err)
+			}
+			fi, err := os.Stat(path)
+			if err != nil || fi.Size() != 0 || fi.Mode().Perm() != tt.wantMode {
+				t.Errorf("the file after the refused opens: %v, %v; want empty, mode %o", fi.Mode(), err, tt.wantMode)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("the directory now holds %v", ents)
+			}
+		})
+	}
+}
+
+// TestCreateWritesFirstRecord: a read-write open creates nothing until the
+// first record, which the journal is created with, locked from its first
+// moment and 0600; no temporary file is left beside it.
+func TestCreateWritesFirstRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "journal")
+	j, err := Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := j.Load(); err != nil || len(st.Txns) != 0 {
+		t.Fatalf("a journal not created yet: %+v, %v", st, err)
+	}
+	j.Close()
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an open with nothing appended left %s: %v", path, err)
+	}
+
+	j, err = Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Append(sample()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, ReadOnly); !errors.Is(err, ErrLocked) {
+		t.Errorf("a reader of the journal just created: %v, want ErrLocked", err)
+	}
+	if err := j.Append(sample()[1]); err != nil {
+		t.Fatal(err)
+	}
+	st, err := peekState(t, path)
+	if err != nil || len(st.Txns) != 1 || len(st.Txns[0].Intents) != 1 {
+		t.Errorf("journal after two appends: %+v, %v", st, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("journal mode: %v, %v", fi, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("beside the journal: %v", ents)
+	}
+}
+
+// peekState reads path without the lock.
+func peekState(t *testing.T, path string) (*State, error) {
+	t.Helper()
+	j, err := Peek(path)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	return j.Load()
+}
+
+// TestCreateRaceAndCrash: of two writers that both found no journal, the
+// second to append fails as locked and writes nothing; the temporary file
+// of a create that died before its link is removed by the next create, and
+// one a live create holds is not.
+func TestCreateRaceAndCrash(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal")
+	// A create killed before its link.
+	stale := path + tempInfix + "dead"
+	if err := os.WriteFile(stale, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A create in progress (it holds its temporary file's lock).
+	live := path + tempInfix + "live"
+	lf, err := os.OpenFile(live, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	j1, err := Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j1.Close()
+	j2, err := Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if err := j1.Append(sample()[0]); err != nil {
+		t.Fatal(err)
+	}
+	r := sample()[0]
+	r.Txn = "t2"
+	if err := j2.Append(r); !errors.Is(err, ErrLocked) {
+		t.Errorf("second creator: %v, want ErrLocked", err)
+	}
+	st, err := peekState(t, path)
+	if err != nil || len(st.Txns) != 1 || st.Txns[0].ID != "t1" {
+		t.Errorf("journal: %+v, %v; want t1 only", st, err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead create's temporary file is still there: %v", err)
+	}
+	if _, err := os.Lstat(live); err != nil {
+		t.Errorf("the live create's temporary file was removed: %v", err)
+	}
+}
+
+// TestOlderEmptyJournal: an older lowlat left lowlat's own journal empty (a
+// root status created it; or it died between creating and writing it):
+// it is taken as the empty journal it is, tightened and written to.
+func TestOlderEmptyJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	saved := ownEmpty
+	ownEmpty = func(p string) bool { return p == path }
+	t.Cleanup(func() { ownEmpty = saved })
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	if st, err := ReadState(path); err != nil || len(st.Txns) != 0 {
+		t.Fatalf("read-only: %+v, %v", st, err)
+	}
+	j, err := Open(path, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(sample()[0]); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %o", fi.Mode().Perm())
+	}
+	if st, err := ReadState(path); err != nil || len(st.Txns) != 1 {
+		t.Errorf("after the append: %+v, %v", st, err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package persist turns an apply into the files that make it survive a reboot:
-// one /etc/sysctl.d/99-lowlat-<txn>.conf per transaction for its sysctls
-// (applied by systemd-sysctl or the distribution's boot scripts, later
-// transactions sorting after earlier ones), and lowlat-boot.service, a systemd
+// one /etc/sysctl.d/zz-lowlat-<txn>.conf per transaction for its sysctls
+// (applied by systemd-sysctl or the distribution's boot scripts after every
+// file of the usual two-digit names, later transactions sorting after earlier
+// ones), and lowlat-boot.service, a systemd
 // oneshot unit that runs 'lowlat boot' once the network is up: it rolls back
 // any transaction still awaiting confirmation (its watchdog died with the last
 // boot) and re-applies the qdisc, route, NIC and interrupt knobs of the
@@ -36,8 +37,39 @@ const (
 	ReassertWants   = "/etc/systemd/system/timers.target.wants/lowlat-reassert.timer"
 )
 
+// SysctlPrefix starts the name of the sysctl.d file of every transaction.
+//
+// Both programs that apply sysctl.d at boot, systemd-sysctl and procps'
+// sysctl --system, sort the files of /etc/sysctl.d, /run/sysctl.d,
+// /usr/local/lib/sysctl.d, /usr/lib/sysctl.d and /lib/sysctl.d by name,
+// byte by byte, whatever their directory, and of two files that set one key
+// the later wins (sysctl.d(5), "Configuration Directories and Precedence";
+// procps' sysctl(8), "System File Precedence"; host.SysctlConf has the
+// details). Debian (before 13), Fedora and RHEL link /etc/sysctl.conf there
+// as 99-sysctl.conf, and the name an older lowlat used, 99-lowlat-<txn>,
+// sorted before it: a key also set in /etc/sysctl.conf went back at every
+// boot. "zz-" sorts after every name that starts with a digit, as
+// sysctl.d(5) recommends names to, and after nearly every other. procps
+// reads /etc/sysctl.conf itself after all the files, where no name can
+// follow it: plan says when it, or any file read after lowlat's, sets a key
+// lowlat persists.
+const SysctlPrefix = "zz-lowlat-"
+
+// LegacySysctlPrefix is the name an older lowlat gave the same files.
+const LegacySysctlPrefix = "99-lowlat-"
+
 // SysctlFile is the sysctl.d file of transaction id.
-func SysctlFile(id string) string { return SysctlDir + "/99-lowlat-" + id + ".conf" }
+func SysctlFile(id string) string { return SysctlDir + "/" + SysctlPrefix + id + ".conf" }
+
+// LegacySysctlFile is the sysctl.d file of transaction id as an older lowlat
+// named it: a journal that recorded it still rolls it back by that name.
+func LegacySysctlFile(id string) string { return SysctlDir + "/" + LegacySysctlPrefix + id + ".conf" }
+
+// OwnSysctlFile reports whether a sysctl.d file name (without directory) is
+// one lowlat writes, by its name now or an older lowlat's.
+func OwnSysctlFile(base string) bool {
+	return strings.HasSuffix(base, ".conf") && (strings.HasPrefix(base, SysctlPrefix) || strings.HasPrefix(base, LegacySysctlPrefix))
+}
 
 // unitMode is the mode of every file lowlat writes: world-readable
 // configuration, as systemd and sysctl expect.

@@ -20,7 +20,7 @@ func TestChanges(t *testing.T) {
 	if len(ch) != 3 || len(notes) != 0 {
 		t.Fatalf("changes %+v notes %v", ch, notes)
 	}
-	if ch[0].Knob != "file/etc/sysctl.d/99-lowlat-20261123T101010Z-abc123.conf" || !strings.Contains(content(ch[0]), "net.core.default_qdisc = fq_codel\nnet.ipv4.tcp_congestion_control = bbr\n") {
+	if ch[0].Knob != "file/etc/sysctl.d/zz-lowlat-20261123T101010Z-abc123.conf" || !strings.Contains(content(ch[0]), "net.core.default_qdisc = fq_codel\nnet.ipv4.tcp_congestion_control = bbr\n") {
 		t.Errorf("sysctl file: %+v", ch[0])
 	}
 	if knob.ParseFileValue(ch[0].Value).Mode != 0o644 {

@@ -45,6 +45,10 @@ type Change struct {
 	Source  string `json:"source,omitempty"`
 	// Note adds a caveat (a fallback was chosen, support is unproven).
 	Note string `json:"note,omitempty"`
+	// Persist says, for a sysctl, what keeps an apply --persist of it from
+	// surviving a reboot: a boot-time file that sets it after lowlat's, or
+	// one lowlat could not read (bootOverrides).
+	Persist string `json:"persist,omitempty"`
 }
 
 // Plan is the result.
@@ -157,6 +161,7 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 	devs = append(nicDevs, devs...)
 	sysctls = append(sysctls, nicSysctls...)
 	p.Changes = append(append(p.Changes, devs...), sysctls...)
+	bootOverrides(f, p.Changes)
 	return p, nil
 }
 

@@ -16,8 +16,10 @@ import (
 //
 //   - A knob of a volatile kind (sysctl, qdisc, route, interrupt, queue,
 //     NIC...) lives in the running kernel: the reboot puts it back. A
-//     transaction applied without --persist has lost it; one applied with
-//     --persist gets it back from lowlat-boot.service (and /etc/sysctl.d).
+//     transaction applied with --persist gets it back from lowlat-boot.service
+//     (and /etc/sysctl.d); one applied without has lost it, unless a
+//     persisted transaction on top of it carries it (see stack.go: lost-ness
+//     is decided per knob across the whole stack of transactions).
 //   - A knob that lives on disk (a file, a drop-in, irqbalance's config, a
 //     disabled service) survives: it is still in force, still drifts, and
 //     still rolls back.
@@ -28,22 +30,6 @@ import (
 // the boot the engine runs in.
 func (e *Engine) inForce(t *journal.Txn, in journal.Intent) bool {
 	return t.InBoot(e.BootID) || knob.SurvivesReboot(in.Knob, in.After)
-}
-
-// lostKnobs are the knobs of t that a reboot put back and nothing re-applies:
-// the volatile knobs of an applied transaction without --persist from an
-// earlier boot.
-func (e *Engine) lostKnobs(t *journal.Txn) []string {
-	if t.Status != journal.Applied || t.Meta.Persist || e.BootID == "" || t.InBoot(e.BootID) || t.PendingConfirm() {
-		return nil
-	}
-	var out []string
-	for _, in := range t.Intents {
-		if !knob.SurvivesReboot(in.Knob, in.After) {
-			out = append(out, in.Knob)
-		}
-	}
-	return out
 }
 
 // orphaned reports why a transaction awaiting confirmation has nobody left
@@ -109,12 +95,12 @@ func (e *Engine) settle(ctx context.Context, j *journal.Journal) (*Result, error
 			return res, err
 		}
 	}
+	lost := e.lost(st)
 	for _, t := range st.Active() {
-		lost := e.lostKnobs(t)
-		if len(lost) == 0 {
+		if len(lost[t.ID]) == 0 {
 			continue
 		}
-		if err := j.Append(journal.Record{Type: journal.TypeLost, Txn: t.ID, Knobs: lost, BootID: e.BootID}); err != nil {
+		if err := j.Append(journal.Record{Type: journal.TypeLost, Txn: t.ID, Knobs: lost[t.ID], BootID: e.BootID}); err != nil {
 			return res, err
 		}
 	}
@@ -122,28 +108,34 @@ func (e *Engine) settle(ctx context.Context, j *journal.Journal) (*Result, error
 }
 
 // settleView applies settle's verdicts to a state in memory, for a reader
-// that may not write the journal (status without root). It returns the
-// orphaned transactions it found, which a root run would roll back.
-func (e *Engine) settleView(st *journal.State) (orphans []string) {
+// that may not write the journal (status without root). It returns notes:
+// the orphaned transactions it found, which a root run would roll back, and
+// the sysctl.d files a root run would rename.
+func (e *Engine) settleView(st *journal.State) (notes []string) {
+	notes = legacyNotes(st)
+	lost := e.lost(st)
 	for _, t := range st.Active() {
 		if why := e.orphaned(t); why != "" {
-			orphans = append(orphans, fmt.Sprintf("transaction %s was %s: run 'lowlat rollback' as root", t.ID, why))
+			notes = append(notes, fmt.Sprintf("transaction %s was %s: run 'lowlat rollback' as root", t.ID, why))
 			continue
 		}
-		if lost := e.lostKnobs(t); len(lost) > 0 {
-			t.DropLost(lost, e.now())
+		if len(lost[t.ID]) > 0 {
+			t.DropLost(lost[t.ID], e.now())
 		}
 	}
-	return orphans
+	return notes
 }
 
 // Boot runs once per boot, from lowlat-boot.service. It settles the journal
 // first, so a transaction still awaiting confirmation is rolled back and
 // never re-applied, then writes again the volatile knobs of every confirmed
 // --persist transaction (sysctls came back through /etc/sysctl.d; files
-// never left), oldest first so newer ones win, and records the boot. The
-// recorded previous values stay those from before lowlat, so a later
-// rollback still restores the host as it was.
+// never left) and records the boot. Of a knob several transactions set, it
+// writes only the value that is to be live: the newest transaction's in
+// force (a persisted one, or one applied in this boot before Boot ran,
+// which Boot must not overwrite). The recorded previous values stay those
+// from before lowlat, so a later rollback still restores the host as it
+// was.
 func (e *Engine) Boot(ctx context.Context) (*Result, error) {
 	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
 	if err != nil {
@@ -158,7 +150,18 @@ func (e *Engine) Boot(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	notes, err := e.renameLegacySysctlFiles(ctx, j, st)
+	res.Notes = append(res.Notes, notes...)
+	if err != nil {
+		return res, err
+	}
+	if len(notes) > 0 {
+		if st, err = j.Load(); err != nil {
+			return res, err
+		}
+	}
 	var failed []Item
+	tops := e.tops(st)
 	for _, t := range st.Active() {
 		if !t.Meta.Persist || t.Status != journal.Applied || t.InBoot(e.BootID) {
 			continue
@@ -167,7 +170,7 @@ func (e *Engine) Boot(ctx context.Context) (*Result, error) {
 		var txnFailed []Item
 		for _, in := range t.Intents {
 			kind := knob.Kind(in.Knob)
-			if kind == "sysctl" || knob.SurvivesReboot(in.Knob, in.After) {
+			if kind == "sysctl" || knob.SurvivesReboot(in.Knob, in.After) || tops[in.Knob] != t {
 				continue
 			}
 			k, err := knob.New(e.Sys, in.Knob)

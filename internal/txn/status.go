@@ -130,6 +130,16 @@ func (e *Engine) Status(ctx context.Context, opts StatusOptions) (*StatusReport,
 		if st, err = j.Load(); err != nil {
 			return nil, err
 		}
+		notes, err := e.renameLegacySysctlFiles(ctx, j, st)
+		rep.Notes = append(rep.Notes, notes...)
+		if err != nil {
+			return rep, fmt.Errorf("rename sysctl.d files: %w", err)
+		}
+		if len(notes) > 0 {
+			if st, err = j.Load(); err != nil {
+				return nil, err
+			}
+		}
 	} else {
 		for _, t := range st.Incomplete() {
 			if rep.Locked != "" {
