@@ -14,10 +14,19 @@ type probeRec struct {
 	ttl      int
 	sent     time.Time
 	answered bool
+	rtt      time.Duration
 }
 
 // runDatagram sends UDP or ICMP echo probes in rounds, every TTL up to the
 // destination's once per round, and reads replies as they come.
+//
+// The first round walks: each TTL leaves once the one before it has
+// answered, so that no probe goes past the destination. Past it, a probe
+// would reach the destination all the same and spend the allowance its ICMP
+// rate limit gives (Linux: a burst of six, then one a second), leaving
+// later rounds fewer answers than the limit allows. A TTL that stays silent
+// is waited for up to the timeout, until the walk has waited one timeout in
+// all on silent TTLs; after that, for twice the longest round trip seen.
 func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, string, error) {
 	var nb [4]byte
 	rand.Read(nb[:])
@@ -36,6 +45,10 @@ func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow i
 		destTTL = 0
 		pending = 0
 		settled = make(chan struct{}, 1)
+		// answered is signalled on every answer (the walk waits on it);
+		// maxRTT is the longest round trip yet.
+		answered = make(chan struct{}, 1)
+		maxRTT   time.Duration
 	)
 	done := make(chan error, 1)
 	go func() {
@@ -54,8 +67,13 @@ func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow i
 			if rtt > cfg.Timeout {
 				return // late: counted as lost, as mtr does
 			}
-			p.answered = true
+			p.answered, p.rtt = true, rtt
+			maxRTT = max(maxRTT, rtt)
 			pending--
+			select {
+			case answered <- struct{}{}:
+			default:
+			}
 			dest := ev.from == addr && (ev.icmpType == 0 || ev.icmpType == 3)
 			if dest && (destTTL == 0 || p.ttl < destTTL) {
 				destTTL = p.ttl
@@ -75,7 +93,47 @@ func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow i
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
-	next := time.Now()
+	start := time.Now()
+	next := start
+	silentBudget := cfg.Timeout
+	// walk waits, in the first round, for probe n's answer or the
+	// destination's, or until its wait ends; at least gap after the send.
+	// false when ctx ended.
+	walk := func(n uint32, sent time.Time, gap time.Duration) bool {
+		mu.Lock()
+		wait := max(gap, min(cfg.Timeout, 2*maxRTT))
+		mu.Unlock()
+		if silentBudget > 0 {
+			wait = max(gap, silentBudget)
+		}
+		deadline := sent.Add(wait)
+		for {
+			mu.Lock()
+			done := probes[n].answered || destTTL > 0
+			mu.Unlock()
+			if done {
+				return sleep(ctx, t, time.Until(sent.Add(gap)))
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				silentBudget -= min(silentBudget, time.Since(sent))
+				return true
+			}
+			t.Reset(left)
+			select {
+			case <-answered:
+				if !t.Stop() {
+					<-t.C
+				}
+			case <-t.C:
+			case <-ctx.Done():
+				if !t.Stop() {
+					<-t.C
+				}
+				return false
+			}
+		}
+	}
 rounds:
 	for round := 0; round < cfg.Count; round++ {
 		mu.Lock()
@@ -106,12 +164,23 @@ rounds:
 			raw[ttl-1].sent++
 			pending++
 			mu.Unlock()
+			if round == 0 {
+				if !walk(probe, sent, gap) {
+					break rounds
+				}
+				continue
+			}
 			if ttl < limit && !sleep(ctx, t, gap) {
 				break rounds
 			}
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(round+1, cfg.Count)
+		}
+		if round == 0 {
+			// The walk takes what the path's round trips take: later
+			// rounds keep the interval from its end.
+			next = time.Now()
 		}
 		next = next.Add(cfg.Interval)
 		if round < cfg.Count-1 && !sleep(ctx, t, time.Until(next)) {
@@ -147,9 +216,15 @@ wait:
 	if sendErr != nil && len(probes) == 0 {
 		return nil, 0, 0, "", sendErr
 	}
+	for n := uint32(1); n <= probe; n++ {
+		p := probes[n]
+		at := p.sent.Sub(start)
+		raw[p.ttl-1].probes = append(raw[p.ttl-1].probes, probeOut{at: at, rx: at + p.rtt, answered: p.answered})
+	}
 	if destTTL > 0 {
-		// Probes past the destination's TTL in the first round: the
-		// destination answered them too, and they are not hops.
+		// Probes past the destination's TTL (its answer came after the
+		// walk's wait): the destination answered them too, and they are
+		// not hops.
 		raw = raw[:destTTL]
 	}
 	kind := "recverr"

@@ -181,14 +181,26 @@ type Hop struct {
 	AddedUS Added `json:"added_us"`
 	// QueueUS estimates queueing on the way here: p99 − min.
 	QueueUS float64 `json:"queue_us"`
-	// RateLimited marks loss or delay seen at this hop and not after it:
-	// the router answers slowly or rate-limits its ICMP, and forwards fine.
+	// RateLimited marks loss or delay that is this hop's own reply's:
+	// seen here and not after it (the router answers slowly or
+	// rate-limits its ICMP, and forwards fine), or answers that come at a
+	// limited rate (ReplyEveryMS), the destination's included.
 	RateLimited bool `json:"rate_limited"`
+	// ReplyRateLimited marks a hop whose answers follow a limit on its
+	// ICMP reply rate: a burst, then answers at even gaps, whatever the
+	// probe rate. Its loss is its limiter's; its replies still time the
+	// path (a limiter drops replies, it does not delay them).
+	ReplyRateLimited bool `json:"reply_rate_limited,omitempty"`
+	// ReplyEveryMS is, for such a hop, the median time between its
+	// limited answers (Linux's default: 1000); 0 when they are too few to
+	// time.
+	ReplyEveryMS float64 `json:"reply_every_ms,omitempty"`
 	// Destination marks the target's own replies.
 	Destination bool     `json:"destination,omitempty"`
 	Histogram   []Bucket `json:"histogram"`
 
-	rtts []float64 // µs, in send order
+	rtts   []float64  // µs, in send order
+	probes []probeOut // every probe, in send order, when the runner kept them
 }
 
 // RTT summarises a hop's round trips, µs.
@@ -220,6 +232,15 @@ type Verdict struct {
 	Address string `json:"address,omitempty"`
 	// Kind is "delay", "loss", "delay+loss" or "none".
 	Kind string `json:"kind"`
+	// DelayHop and LossHop are where delay and loss start, each 0 when it
+	// does not; Hop is the earlier of the two.
+	DelayHop int `json:"delay_hop,omitempty"`
+	LossHop  int `json:"loss_hop,omitempty"`
+	// LossHiddenFrom is the hop from which every hop that answered, the
+	// last one included, limits its ICMP reply rate: loss from there on
+	// cannot be read at this probe rate (unknown, not none). 0 when the
+	// last hop's answers are not rate-limited.
+	LossHiddenFrom int `json:"loss_hidden_from,omitempty"`
 	// AddedUS is the delay added there (p50), LossPct the loss that starts
 	// there.
 	AddedUS float64 `json:"added_us,omitempty"`

@@ -44,7 +44,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Reached = destTTL > 0
 	res.Hops = summarize(raw, destTTL)
-	res.Verdict, res.JitterFrom = judge(res.Hops)
+	res.Verdict, res.JitterFrom = judge(res.Hops, res.Reached)
 	if cfg.Names {
 		names(ctx, res.Hops)
 	}

@@ -19,7 +19,8 @@ import (
 func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, error) {
 	raw := make([]rawHop, cfg.MaxHops)
 	destTTL := 0
-	next := time.Now()
+	start := time.Now()
+	next := start
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -36,13 +37,16 @@ func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) (
 		}
 		for ttl := 1; ttl <= limit && ctx.Err() == nil; ttl++ {
 			raw[ttl-1].sent++
+			at := time.Since(start)
 			r, dest, err := tcpProbe(ctx, addr, port, flow, ttl, cfg.Timeout)
 			if err != nil {
 				return nil, 0, 0, err
 			}
 			if r == nil {
+				raw[ttl-1].probes = append(raw[ttl-1].probes, probeOut{at: at})
 				continue
 			}
+			raw[ttl-1].probes = append(raw[ttl-1].probes, probeOut{at: at, rx: at + time.Duration(r.rtt*1e3), answered: true})
 			raw[ttl-1].replies = append(raw[ttl-1].replies, *r)
 			if dest {
 				if destTTL == 0 || ttl < destTTL {
