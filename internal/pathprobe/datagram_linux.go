@@ -27,13 +27,13 @@ type probeRec struct {
 // later rounds fewer answers than the limit allows. A TTL that stays silent
 // is waited for up to the timeout, until the walk has waited one timeout in
 // all on silent TTLs; after that, for twice the longest round trip seen.
-func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, string, error) {
+func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, runOut, error) {
 	var nb [4]byte
 	rand.Read(nb[:])
 	nonce := binary.BigEndian.Uint32(nb[:])
 	s, err := openSock(cfg.Proto, addr, port, flow, nonce)
 	if err != nil {
-		return nil, 0, 0, "", err
+		return nil, 0, runOut{}, err
 	}
 	defer s.close()
 
@@ -214,7 +214,7 @@ wait:
 	// A send that fails half-way (the route went away) ends the run with
 	// what was measured, as an unreachable destination does.
 	if sendErr != nil && len(probes) == 0 {
-		return nil, 0, 0, "", sendErr
+		return nil, 0, runOut{}, sendErr
 	}
 	for n := uint32(1); n <= probe; n++ {
 		p := probes[n]
@@ -231,5 +231,5 @@ wait:
 	if s.raw {
 		kind = "raw"
 	}
-	return raw, destTTL, s.flow, kind, nil
+	return raw, destTTL, runOut{flow: s.flow, label: s.label, socket: kind}, nil
 }

@@ -143,6 +143,11 @@ type Result struct {
 	Port    int    `json:"port,omitempty"`
 	// Flow is the source port or echo identifier every probe carried.
 	Flow int `json:"flow"`
+	// FlowLabel is the IPv6 flow label every UDP and TCP probe carried,
+	// leased from the kernel's flow label manager; 0 for IPv4, ICMP (the
+	// kernel's label, a hash of the addresses, is one per run), or when no
+	// lease was given (then the kernel's choice).
+	FlowLabel int `json:"flow_label,omitempty"`
 	// Socket is how replies were read: "recverr" (the error queue of an
 	// unprivileged socket) or "raw".
 	Socket   string        `json:"socket"`
@@ -247,4 +252,11 @@ type Verdict struct {
 	LossPct float64 `json:"loss_pct,omitempty"`
 	// Text says it in one line.
 	Text string `json:"text"`
+}
+
+// runOut is what a runner tells about how it probed.
+type runOut struct {
+	flow   int    // the flow ID the probes carried
+	label  uint32 // the IPv6 flow label, 0 when the kernel's
+	socket string // "recverr" or "raw"
 }

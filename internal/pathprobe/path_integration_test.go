@@ -141,6 +141,9 @@ func newPathLabWith(t *testing.T, o labOpts) *pathLab {
 		sysctl(t, n, "net/ipv6/icmp/ratelimit", "0")
 	}
 	icmpDefaults(t, l.r2)
+	if !o.defaults {
+		sysctl(t, l.r2, "net/ipv6/icmp/ratelimit", "1000") // as IPv4's
+	}
 	sysctl(t, l.r1, "net/ipv4/fib_multipath_hash_policy", "1")
 	sysctl(t, l.r1, "net/ipv6/fib_multipath_hash_policy", "1")
 
