@@ -60,7 +60,9 @@ func runProbePath(ctx context.Context, env *Env, o *probePathOptions, args []str
 			return usageErr("path", fmt.Errorf("--%s must be positive", name))
 		}
 	}
-	total := time.Duration(o.count)*o.interval + o.timeout
+	// The first round walks the path (up to a timeout for silent hops),
+	// the last waits for the last replies.
+	total := time.Duration(o.count)*o.interval + 2*o.timeout
 	stop := progress(env, "probe path", total)
 	res, err := pathprobe.Run(ctx, cfg)
 	stop()

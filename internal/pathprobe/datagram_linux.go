@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// walkGapLimit is how many TTLs in a row may stay silent before the first
+// round stops waiting for them (scamper's trace stops at five).
+const walkGapLimit = 3
+
 // probeRec is one probe sent.
 type probeRec struct {
 	ttl      int
@@ -26,7 +30,13 @@ type probeRec struct {
 // rate limit gives (Linux: a burst of six, then one a second), leaving
 // later rounds fewer answers than the limit allows. A TTL that stays silent
 // is waited for up to the timeout, until the walk has waited one timeout in
-// all on silent TTLs; after that, for twice the longest round trip seen.
+// all on silent TTLs; after that, for twice the longest round trip seen,
+// until walkGapLimit TTLs in a row have stayed silent (the destination
+// does not answer, or is far), after which the rest go at the round's
+// pace. A TTL that answers costs its round trip, so the first round takes
+// about the sum of the hops' round trips, plus at most one timeout and a
+// few round trips for silent ones; later rounds keep the interval from
+// its end.
 func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, runOut, error) {
 	var nb [4]byte
 	rand.Read(nb[:])
@@ -95,7 +105,7 @@ func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow i
 	<-t.C
 	start := time.Now()
 	next := start
-	silentBudget := cfg.Timeout
+	silentBudget, silentRun := cfg.Timeout, 0
 	// walk waits, in the first round, for probe n's answer or the
 	// destination's, or until its wait ends; at least gap after the send.
 	// false when ctx ended.
@@ -103,8 +113,11 @@ func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow i
 		mu.Lock()
 		wait := max(gap, min(cfg.Timeout, 2*maxRTT))
 		mu.Unlock()
-		if silentBudget > 0 {
+		switch {
+		case silentBudget > 0:
 			wait = max(gap, silentBudget)
+		case silentRun >= walkGapLimit:
+			wait = gap
 		}
 		deadline := sent.Add(wait)
 		for {
@@ -112,11 +125,13 @@ func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow i
 			done := probes[n].answered || destTTL > 0
 			mu.Unlock()
 			if done {
+				silentRun = 0
 				return sleep(ctx, t, time.Until(sent.Add(gap)))
 			}
 			left := time.Until(deadline)
 			if left <= 0 {
 				silentBudget -= min(silentBudget, time.Since(sent))
+				silentRun++
 				return true
 			}
 			t.Reset(left)
