@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,14 +58,16 @@ func capture(t *testing.T, n *testnet.NS, dev string) func() []sentPkt {
 		defer close(done)
 		buf := make([]byte, 2048)
 		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
 			m, from, err := unix.Recvfrom(fd, buf, 0)
 			if err != nil {
-				continue // the timeout: look at stop again
+				// The timeout: nothing queued. Stop when asked, only
+				// now, so that what was queued is read first.
+				select {
+				case <-stop:
+					return
+				default:
+					continue
+				}
 			}
 			if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype != unix.PACKET_OUTGOING || m < 14 {
 				continue
@@ -177,13 +180,21 @@ func (p *shortPath) listen(t *testing.T, network, addr string) {
 	t.Cleanup(func() { ln.Close() })
 }
 
-// ICMP mode is Paris traceroute's: every echo request of a run, and of a
-// second run to the same target, has the same type, code, checksum and
-// identifier, the first four bytes a balancer may hash on included, whether
-// from a ping socket or a raw one, over IPv4 and IPv6. Only the sequence
-// number and the payload change.
-func TestIntegrationPathICMPParis(t *testing.T) {
+// Every probe of a run keeps the fields balancers hash, so the run keeps
+// one path, over one router to a server: see icmpParis and flowLabel. One
+// test, for one topology (the stock-kernel VM runs it too).
+func TestIntegrationPathOneFlow(t *testing.T) {
 	p := newShortPath(t)
+	t.Run("ICMP checksum", func(t *testing.T) { icmpParis(t, p) })
+	t.Run("IPv6 flow label", func(t *testing.T) { flowLabel(t, p) })
+}
+
+// icmpParis: ICMP mode is Paris traceroute's. Every echo request of a run,
+// and of a second run to the same target, has the same type, code, checksum
+// and identifier, the first four bytes a balancer may hash on included,
+// whether from a ping socket or a raw one, over IPv4 and IPv6. Only the
+// sequence number and the payload change.
+func icmpParis(t *testing.T, p *shortPath) {
 	for _, tc := range []struct {
 		name, target, pingGroups, socket string
 	}{
@@ -240,15 +251,14 @@ func TestIntegrationPathICMPParis(t *testing.T) {
 	}
 }
 
-// IPv6 probes carry one flow label per flow: every probe of a run, and of a
-// second run to the same target, whether UDP datagrams from one socket or
+// flowLabel: IPv6 probes carry one flow label per flow: every probe of a
+// run, and of a second run to the same target, whether UDP datagrams from one socket or
 // TCP SYNs from one socket each. RFC 6438 balancers hash the label; left to
 // Linux, a socket gets a random one (net.ipv6.auto_flowlabels), and each
 // TCP probe is a socket of its own. UDP and TCP carry the label the run
 // leased (flow_label), also where the kernel forces its own labels
 // (auto_flowlabels 3); ICMP the kernel's, one per pair of addresses.
-func TestIntegrationPathFlowLabel(t *testing.T) {
-	p := newShortPath(t)
+func flowLabel(t *testing.T, p *shortPath) {
 	p.listen(t, "tcp6", "["+shortServer6+"]:7000")
 	sysctl(t, p.c, "net/ipv4/ping_group_range", "0 2147483647")
 	type labelCase struct {
@@ -292,7 +302,13 @@ func TestIntegrationPathFlowLabel(t *testing.T) {
 				}
 			}
 			if n != sent {
-				t.Errorf("captured %d probes, the runs sent %d", n, sent)
+				var seen []string
+				for _, q := range pkts {
+					if q.v6 && len(q.l4) >= 14 {
+						seen = append(seen, fmt.Sprintf("proto %d ttl %d label %#x l4[0:14] %x", q.proto, q.ttl, q.label, q.l4[:14]))
+					}
+				}
+				t.Errorf("captured %d probes, the runs sent %d; every IPv6 packet seen:\n%s", n, sent, strings.Join(seen, "\n"))
 			}
 			if len(labels) != 1 {
 				t.Errorf("probes of two runs to one target (flow %d, %d) carry %d flow labels, want 1: %v", a.Flow, b.Flow, len(labels), labels)
