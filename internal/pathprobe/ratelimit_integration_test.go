@@ -223,10 +223,12 @@ func TestIntegrationPathRateLimitDefaults(t *testing.T) {
 	if os.Getenv("LOWLAT_IN_VM") != "" {
 		return // the lab's path-hops scenario runs mtr in the VM
 	}
+	before = udpNoPorts(t, l.s)
 	hubs, mtrTook, err := runMTR(l.c2, count, interval, "-u", "--gracetime", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("mtr's probes that reached the server: %d", udpNoPorts(t, l.s)-before)
 	var mb strings.Builder
 	for i, h := range hubs {
 		fmt.Fprintf(&mb, "  %2d %-12s snt %3d loss %5.1f%% avg %7.2fms best %7.2fms worst %7.2fms\n", i+1, h.Host, h.Snt, h.Loss, h.Avg, h.Best, h.Wrst)

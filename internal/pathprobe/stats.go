@@ -204,7 +204,7 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 		if lossSig(h.LossPct, h.Sent) {
 			if ok, period := rateCap(h.probes); ok {
 				capped[i], h.ReplyRateLimited = true, true
-				h.ReplyEveryMS = round1(float64(period.Microseconds()) / 1000)
+				h.ReplyEveryMS = math.Round(float64(period.Microseconds()) / 1000)
 				continue
 			}
 		}
