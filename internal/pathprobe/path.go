@@ -2,18 +2,25 @@
 // where along it delay or loss is added.
 //
 // Probes leave with a growing TTL (hop limit), and the routers they expire at
-// answer with ICMP time exceeded. Every probe of a run keeps one flow ID (its
-// 5-tuple: source and destination port for UDP and TCP, the echo identifier
-// for ICMP), so equal-cost multipath keeps the whole run on one path
-// (Paris traceroute). Replies are read with kernel timestamps from the probe
-// socket's error queue (IP_RECVERR), which needs no privilege; ICMP echo uses
-// the kernel's ping sockets, or a raw socket as root.
+// answer with ICMP time exceeded. Every probe of a run keeps the fields
+// balancers hash (Paris traceroute): one flow ID (source and destination
+// port for UDP and TCP, the echo identifier for ICMP), one ICMP checksum (the
+// payload makes up for the sequence number), and for IPv6 one flow label
+// leased from the kernel, so equal-cost multipath keeps the whole run on one
+// path. Replies are read with kernel timestamps from the probe socket's error
+// queue (IP_RECVERR), which needs no privilege; ICMP echo uses the kernel's
+// ping sockets, or a raw socket as root. The first round walks the path one
+// TTL at a time, so that no probe goes past the destination and spends the
+// allowance of its ICMP rate limit.
 //
 // The verdict looks for the first hop whose added delay or loss carries on to
 // the destination. A hop that shows loss or delay that later hops do not is a
 // router slow or rate-limited in answering (ICMP generation is a slow path,
 // and rate-limited by default), not a problem on the forwarding path: mtr
-// users' most common misreading.
+// users' most common misreading. So is a hop whose answers come at a
+// limiter's pace, even when every later hop's do too, the destination's
+// included: its loss is the limiter's, and loss past such hops is reported
+// as unreadable at that probe rate, not as none.
 package pathprobe
 
 import (
