@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,7 +60,9 @@ func runProbePath(ctx context.Context, env *Env, o *probePathOptions, args []str
 			return usageErr("path", fmt.Errorf("--%s must be positive", name))
 		}
 	}
-	total := time.Duration(o.count)*o.interval + o.timeout
+	// The first round walks the path (up to a timeout for silent hops),
+	// the last waits for the last replies.
+	total := time.Duration(o.count)*o.interval + 2*o.timeout
 	stop := progress(env, "probe path", total)
 	res, err := pathprobe.Run(ctx, cfg)
 	stop()
@@ -90,15 +93,7 @@ func humanPath(w io.Writer, env *Env, r *pathprobe.Result) error {
 			addr = h.Name + " (" + h.Address + ")"
 		}
 		loss := report.C(fmt.Sprintf("%.1f%%", h.LossPct))
-		note := ""
-		switch {
-		case h.RateLimited:
-			note = "rate-limited / slow-path reply, not on the forwarding path"
-		case h.Destination:
-			note = "destination"
-		case r.Verdict.Hop == h.Index:
-			note = "← " + r.Verdict.Kind + " starts here"
-		}
+		note := pathNote(r, h)
 		if h.LossPct > 0 && !h.RateLimited {
 			loss.Style = report.Warn
 		}
@@ -116,8 +111,11 @@ func humanPath(w io.Writer, env *Env, r *pathprobe.Result) error {
 		return err
 	}
 	style := report.Good
-	if r.Verdict.Hop > 0 {
+	switch {
+	case r.Verdict.Hop > 0:
 		style = report.Warn
+	case r.Verdict.LossHiddenFrom > 0:
+		style = report.Plain // loss unknown past a hop: not a clean bill
 	}
 	fmt.Fprintln(w)
 	if !r.Reached {
@@ -128,4 +126,29 @@ func humanPath(w io.Writer, env *Env, r *pathprobe.Result) error {
 		fmt.Fprintf(w, "jitter rises from hop %d on\n", r.JitterFrom)
 	}
 	return nil
+}
+
+// pathNote says what a hop is: the destination, where delay or loss
+// starts, and why its own loss or delay is not the path's.
+func pathNote(r *pathprobe.Result, h pathprobe.Hop) string {
+	var notes []string
+	if h.Destination {
+		notes = append(notes, "destination")
+	}
+	if r.Verdict.DelayHop == h.Index && r.Verdict.LossHop == h.Index {
+		notes = append(notes, "← delay and loss start here")
+	} else if r.Verdict.DelayHop == h.Index {
+		notes = append(notes, "← delay starts here")
+	} else if r.Verdict.LossHop == h.Index {
+		notes = append(notes, "← loss starts here")
+	}
+	switch {
+	case h.ReplyRateLimited && h.ReplyEveryMS > 0:
+		notes = append(notes, fmt.Sprintf("ICMP replies rate-limited (one every %s): its loss is not the path's", fmtUS(h.ReplyEveryMS*1000)))
+	case h.ReplyRateLimited:
+		notes = append(notes, "ICMP replies rate-limited: its loss is not the path's")
+	case h.RateLimited:
+		notes = append(notes, "rate-limited / slow-path reply, not on the forwarding path")
+	}
+	return strings.Join(notes, "; ")
 }

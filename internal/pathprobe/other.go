@@ -11,10 +11,10 @@ import (
 
 var errOS = fmt.Errorf("%w: probe path needs Linux (IP_RECVERR), not %s", ErrConfig, runtime.GOOS)
 
-func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, string, error) {
-	return nil, 0, 0, "", errOS
+func runDatagram(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, runOut, error) {
+	return nil, 0, runOut{}, errOS
 }
 
-func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, error) {
-	return nil, 0, 0, errOS
+func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, runOut, error) {
+	return nil, 0, runOut{}, errOS
 }

@@ -2,18 +2,25 @@
 // where along it delay or loss is added.
 //
 // Probes leave with a growing TTL (hop limit), and the routers they expire at
-// answer with ICMP time exceeded. Every probe of a run keeps one flow ID (its
-// 5-tuple: source and destination port for UDP and TCP, the echo identifier
-// for ICMP), so equal-cost multipath keeps the whole run on one path
-// (Paris traceroute). Replies are read with kernel timestamps from the probe
-// socket's error queue (IP_RECVERR), which needs no privilege; ICMP echo uses
-// the kernel's ping sockets, or a raw socket as root.
+// answer with ICMP time exceeded. Every probe of a run keeps the fields
+// balancers hash (Paris traceroute): one flow ID (source and destination
+// port for UDP and TCP, the echo identifier for ICMP), one ICMP checksum (the
+// payload makes up for the sequence number), and for IPv6 one flow label
+// leased from the kernel, so equal-cost multipath keeps the whole run on one
+// path. Replies are read with kernel timestamps from the probe socket's error
+// queue (IP_RECVERR), which needs no privilege; ICMP echo uses the kernel's
+// ping sockets, or a raw socket as root. The first round walks the path one
+// TTL at a time, so that no probe goes past the destination and spends the
+// allowance of its ICMP rate limit.
 //
 // The verdict looks for the first hop whose added delay or loss carries on to
 // the destination. A hop that shows loss or delay that later hops do not is a
 // router slow or rate-limited in answering (ICMP generation is a slow path,
 // and rate-limited by default), not a problem on the forwarding path: mtr
-// users' most common misreading.
+// users' most common misreading. So is a hop whose answers come at a
+// limiter's pace, even when every later hop's do too, the destination's
+// included: its loss is the limiter's, and loss past such hops is reported
+// as unreadable at that probe rate, not as none.
 package pathprobe
 
 import (
@@ -143,6 +150,11 @@ type Result struct {
 	Port    int    `json:"port,omitempty"`
 	// Flow is the source port or echo identifier every probe carried.
 	Flow int `json:"flow"`
+	// FlowLabel is the IPv6 flow label every UDP and TCP probe carried,
+	// leased from the kernel's flow label manager; 0 for IPv4, ICMP (the
+	// kernel's label, a hash of the addresses, is one per run), or when no
+	// lease was given (then the kernel's choice).
+	FlowLabel int `json:"flow_label,omitempty"`
 	// Socket is how replies were read: "recverr" (the error queue of an
 	// unprivileged socket) or "raw".
 	Socket   string        `json:"socket"`
@@ -181,14 +193,26 @@ type Hop struct {
 	AddedUS Added `json:"added_us"`
 	// QueueUS estimates queueing on the way here: p99 − min.
 	QueueUS float64 `json:"queue_us"`
-	// RateLimited marks loss or delay seen at this hop and not after it:
-	// the router answers slowly or rate-limits its ICMP, and forwards fine.
+	// RateLimited marks loss or delay that is this hop's own reply's:
+	// seen here and not after it (the router answers slowly or
+	// rate-limits its ICMP, and forwards fine), or answers that come at a
+	// limited rate (ReplyEveryMS), the destination's included.
 	RateLimited bool `json:"rate_limited"`
+	// ReplyRateLimited marks a hop whose answers follow a limit on its
+	// ICMP reply rate: a burst, then answers at even gaps, whatever the
+	// probe rate. Its loss is its limiter's; its replies still time the
+	// path (a limiter drops replies, it does not delay them).
+	ReplyRateLimited bool `json:"reply_rate_limited,omitempty"`
+	// ReplyEveryMS is, for such a hop, the median time between its
+	// limited answers (Linux's default: 1000); 0 when they are too few to
+	// time.
+	ReplyEveryMS float64 `json:"reply_every_ms,omitempty"`
 	// Destination marks the target's own replies.
 	Destination bool     `json:"destination,omitempty"`
 	Histogram   []Bucket `json:"histogram"`
 
-	rtts []float64 // µs, in send order
+	rtts   []float64  // µs, in send order
+	probes []probeOut // every probe, in send order, when the runner kept them
 }
 
 // RTT summarises a hop's round trips, µs.
@@ -220,10 +244,26 @@ type Verdict struct {
 	Address string `json:"address,omitempty"`
 	// Kind is "delay", "loss", "delay+loss" or "none".
 	Kind string `json:"kind"`
+	// DelayHop and LossHop are where delay and loss start, each 0 when it
+	// does not; Hop is the earlier of the two.
+	DelayHop int `json:"delay_hop,omitempty"`
+	LossHop  int `json:"loss_hop,omitempty"`
+	// LossHiddenFrom is the hop from which every hop that answered, the
+	// last one included, limits its ICMP reply rate: loss from there on
+	// cannot be read at this probe rate (unknown, not none). 0 when the
+	// last hop's answers are not rate-limited.
+	LossHiddenFrom int `json:"loss_hidden_from,omitempty"`
 	// AddedUS is the delay added there (p50), LossPct the loss that starts
 	// there.
 	AddedUS float64 `json:"added_us,omitempty"`
 	LossPct float64 `json:"loss_pct,omitempty"`
 	// Text says it in one line.
 	Text string `json:"text"`
+}
+
+// runOut is what a runner tells about how it probed.
+type runOut struct {
+	flow   int    // the flow ID the probes carried
+	label  uint32 // the IPv6 flow label, 0 when the kernel's
+	socket string // "recverr" or "raw"
 }

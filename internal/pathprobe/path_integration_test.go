@@ -36,6 +36,10 @@ func TestMain(m *testing.M) { testnet.Main(m) }
 // hop's carry that queue's delay.
 type pathLab struct {
 	c, r1, r2, r3, r4, s *testnet.NS
+	// c2 is a second client on r1 (labOpts.secondClient): the routers'
+	// ICMP rate limits are per peer, so a tool run from it meets limits of
+	// its own beside one run from c.
+	c2 *testnet.NS
 	// hops are the addresses each hop answers from (r2 and on answer from
 	// the address of their interface toward the client).
 	hops   []string
@@ -47,6 +51,9 @@ type pathLab struct {
 	hop3Delay time.Duration
 	// ecmpDelay is the extra delay of the second ECMP link.
 	ecmpDelay time.Duration
+	// fillRate is the rate of deepQueue's tbf, bytes a second, that
+	// l.fill keeps full; 0 without one.
+	fillRate float64
 }
 
 const (
@@ -54,7 +61,23 @@ const (
 	labServer6 = "fd70:5::2"
 )
 
-func newPathLab(t *testing.T) *pathLab {
+// labOpts change the lab.
+type labOpts struct {
+	// defaults leaves every router and the server at Linux's ICMP rate
+	// limit (icmp_ratelimit 1000 ms, the default icmp_ratemask with time
+	// exceeded and unreachable, the global icmp_msgs_per_sec and
+	// icmp_msgs_burst), as on the internet, rather than only hop 2.
+	defaults bool
+	// queue, when set, is hop 3's queue delay: netem's where the kernel
+	// has it, else a tbf FIFO holding that much, kept full by l.fill.
+	queue time.Duration
+	// secondClient adds c2 on r1 (10.70.6.2).
+	secondClient bool
+}
+
+func newPathLab(t *testing.T) *pathLab { return newPathLabWith(t, labOpts{}) }
+
+func newPathLabWith(t *testing.T, o labOpts) *pathLab {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the path lab creates network namespaces: needs root")
@@ -80,6 +103,11 @@ func newPathLab(t *testing.T) *pathLab {
 		{l.r3, "b0", l.r4, "a0", 4},
 		{l.r4, "b0", l.s, "s0", 5},
 	}
+	if o.secondClient {
+		l.c2 = testnet.New(t)
+		sysctl(t, l.c2, "net/ipv6/conf/default/addr_gen_mode", "0")
+		links = append(links, link{l.c2, "c0", l.r1, "a6", 6})
+	}
 	for _, k := range links {
 		// Names are unique per namespace; veth names must be unique on
 		// creation in the first namespace.
@@ -89,8 +117,9 @@ func newPathLab(t *testing.T) *pathLab {
 		// The side toward the client is .1 on every link but the client's.
 		lo, hi := k.a, k.b
 		loIf, hiIf := k.an, k.bn
-		addr(t, lo, loIf, fmt.Sprintf("10.70.%d.%d/24", k.subnet, map[bool]int{true: 2, false: 1}[k.subnet == 0]), fmt.Sprintf("fd70:%d::%d/64", k.subnet, map[bool]int{true: 2, false: 1}[k.subnet == 0]))
-		addr(t, hi, hiIf, fmt.Sprintf("10.70.%d.%d/24", k.subnet, map[bool]int{true: 1, false: 2}[k.subnet == 0]), fmt.Sprintf("fd70:%d::%d/64", k.subnet, map[bool]int{true: 1, false: 2}[k.subnet == 0]))
+		client := k.subnet == 0 || k.subnet == 6
+		addr(t, lo, loIf, fmt.Sprintf("10.70.%d.%d/24", k.subnet, map[bool]int{true: 2, false: 1}[client]), fmt.Sprintf("fd70:%d::%d/64", k.subnet, map[bool]int{true: 2, false: 1}[client]))
+		addr(t, hi, hiIf, fmt.Sprintf("10.70.%d.%d/24", k.subnet, map[bool]int{true: 1, false: 2}[client]), fmt.Sprintf("fd70:%d::%d/64", k.subnet, map[bool]int{true: 1, false: 2}[client]))
 	}
 	for _, r := range []*testnet.NS{l.r1, l.r2, l.r3, l.r4} {
 		sysctl(t, r, "net/ipv4/ip_forward", "1")
@@ -99,14 +128,22 @@ func newPathLab(t *testing.T) *pathLab {
 		sysctl(t, r, "net/ipv4/conf/default/rp_filter", "0")
 	}
 	// Linux rate-limits time exceeded and unreachable to one a second per
-	// peer by default: every hop but hop 2 answers every probe.
+	// peer by default: every hop but hop 2 answers every probe, unless
+	// the lab keeps the defaults everywhere. A new namespace starts with
+	// the defaults; they are written anyway, so that the test does not
+	// depend on it.
 	for _, n := range []*testnet.NS{l.r1, l.r3, l.r4, l.s} {
+		if o.defaults {
+			icmpDefaults(t, n)
+			continue
+		}
 		sysctl(t, n, "net/ipv4/icmp_ratelimit", "0")
 		sysctl(t, n, "net/ipv6/icmp/ratelimit", "0")
 	}
-	sysctl(t, l.r2, "net/ipv4/icmp_ratelimit", "1000")
-	sysctl(t, l.r2, "net/ipv4/icmp_ratemask", "6168") // time exceeded, unreachable...
-	sysctl(t, l.r2, "net/ipv6/icmp/ratelimit", "1000")
+	icmpDefaults(t, l.r2)
+	if !o.defaults {
+		sysctl(t, l.r2, "net/ipv6/icmp/ratelimit", "1000") // as IPv4's
+	}
 	sysctl(t, l.r1, "net/ipv4/fib_multipath_hash_policy", "1")
 	sysctl(t, l.r1, "net/ipv6/fib_multipath_hash_policy", "1")
 
@@ -121,6 +158,10 @@ func newPathLab(t *testing.T) *pathLab {
 		route(t, l.r1, far, "fd70:1::2", "fd70:2::2")
 	}
 	route(t, l.r2, "10.70.0.0/24", "10.70.1.1")
+	if l.c2 != nil {
+		route(t, l.c2, "0.0.0.0/0", "10.70.6.1")
+		route(t, l.r2, "10.70.6.0/24", "10.70.1.1")
+	}
 	route(t, l.r2, "fd70:0::/64", "fd70:1::1")
 	for _, far := range []string{"10.70.4.0/24", "10.70.5.0/24"} {
 		route(t, l.r2, far, "10.70.3.2")
@@ -140,6 +181,10 @@ func newPathLab(t *testing.T) *pathLab {
 	// link's (its route back), r3 and r4 from their client-side ones.
 	l.hops = []string{"10.70.0.1", "10.70.1.2", "10.70.3.2", "10.70.4.2", labServer}
 
+	if o.queue > 0 {
+		l.deepQueue(t, o.queue)
+		return l
+	}
 	// Hop 3's queue, on r2's egress toward r3.
 	if err := setQdisc(l.r2, "b0", "netem delay 40ms 4ms"); err == nil {
 		l.netem, l.hop3Delay = true, 40*time.Millisecond
@@ -333,7 +378,13 @@ type mtrHub struct {
 
 // mtr runs Debian's mtr-tiny in report mode from the client.
 func (l *pathLab) mtr(t *testing.T, count int, interval time.Duration) ([]mtrHub, time.Duration, error) {
-	cmd := l.c.Command("mtr", "--report", "--json", "-n", "-c", strconv.Itoa(count), "-i", fmt.Sprintf("%g", interval.Seconds()), labServer)
+	return l.mtrArgs(count, interval)
+}
+
+// mtrArgs runs mtr from the client with extra arguments (-u for UDP).
+func (l *pathLab) mtrArgs(count int, interval time.Duration, extra ...string) ([]mtrHub, time.Duration, error) {
+	args := append([]string{"--report", "--json", "-n", "-c", strconv.Itoa(count), "-i", fmt.Sprintf("%g", interval.Seconds())}, extra...)
+	cmd := l.c.Command("mtr", append(args, labServer)...)
 	start := time.Now()
 	out, err := cmd.Output()
 	took := time.Since(start)

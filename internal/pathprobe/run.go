@@ -33,18 +33,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
 	var raw []rawHop
 	var destTTL int
+	var out runOut
 	if cfg.Proto == TCP {
-		raw, destTTL, res.Flow, err = runTCP(ctx, &cfg, addr, port, flow)
-		res.Socket = "recverr"
+		raw, destTTL, out, err = runTCP(ctx, &cfg, addr, port, flow)
 	} else {
-		raw, destTTL, res.Flow, res.Socket, err = runDatagram(ctx, &cfg, addr, port, flow)
+		raw, destTTL, out, err = runDatagram(ctx, &cfg, addr, port, flow)
 	}
 	if err != nil {
 		return nil, err
 	}
+	res.Flow, res.FlowLabel, res.Socket = out.flow, int(out.label), out.socket
 	res.Reached = destTTL > 0
 	res.Hops = summarize(raw, destTTL)
-	res.Verdict, res.JitterFrom = judge(res.Hops)
+	res.Verdict, res.JitterFrom = judge(res.Hops, res.Reached)
 	if cfg.Names {
 		names(ctx, res.Hops)
 	}

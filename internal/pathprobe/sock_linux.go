@@ -14,7 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// payloadLen is a probe's payload: magic, run nonce, probe number, TTL.
+// payloadLen is a probe's payload: magic, run nonce, probe number, TTL, a
+// spare byte, and (ICMP) the word that keeps the checksum constant.
 const payloadLen = 16
 
 var magic = [4]byte{'l', 'l', 'p', 'p'}
@@ -69,6 +70,10 @@ type sock struct {
 	// raw is a raw ICMP socket (root, where ping sockets are not allowed):
 	// it sees every ICMP message, and builds its own echo header.
 	raw bool
+	// label is the IPv6 flow label every UDP probe carries (oob, a
+	// control message, says so per send); 0: the kernel's.
+	label uint32
+	oob   []byte
 }
 
 // openSock opens the probe socket for proto toward dst, bound to the flow
@@ -149,6 +154,12 @@ func openSock(proto string, dst netip.Addr, port, flow int, nonce uint32) (*sock
 	if bindErr != nil {
 		return fail(fmt.Sprintf("bind flow %d", flow), bindErr)
 	}
+	if proto == UDP && s.v6 {
+		// Without a lease the kernel's label stays: a hash of the 5-tuple.
+		if s.label, _ = pickFlowLabel(fd, dst, s.flow); s.label != 0 {
+			s.oob = flowInfoCmsg(s.label)
+		}
+	}
 	if proto == ICMP {
 		// A ping socket's identifier is its bound "port", unless the
 		// kernel chose another.
@@ -194,12 +205,11 @@ func (s *sock) send(probe uint32, ttl int) (time.Time, error) {
 		if s.v6 {
 			buf[0] = 128
 		}
+		binary.BigEndian.PutUint16(buf[4:], uint16(s.flow))
 		binary.BigEndian.PutUint16(buf[6:], uint16(probe))
-		if s.raw {
-			binary.BigEndian.PutUint16(buf[4:], uint16(s.flow))
-			if !s.v6 {
-				binary.BigEndian.PutUint16(buf[2:], checksum(buf[:]))
-			}
+		parisPad(buf[:], parisSum(s.flow))
+		if s.raw && !s.v6 {
+			binary.BigEndian.PutUint16(buf[2:], checksum(buf[:]))
 		}
 		msg = buf[:]
 	}
@@ -207,7 +217,11 @@ func (s *sock) send(probe uint32, ttl int) (time.Time, error) {
 	// next send once (before anything leaves): try again.
 	for range 4 {
 		t := time.Now()
-		err = unix.Sendto(s.fd, msg, 0, s.dst)
+		if s.oob != nil {
+			_, err = unix.SendmsgN(s.fd, msg, s.oob, s.dst, 0)
+		} else {
+			err = unix.Sendto(s.fd, msg, 0, s.dst)
+		}
 		if err == nil {
 			return t, nil
 		}
@@ -468,6 +482,33 @@ func (s *sock) parseRaw(data, oob []byte, from unix.Sockaddr) (event, bool) {
 		ev.echoSeq, ev.hasEchoSeq = binary.BigEndian.Uint16(echo[6:]), true
 	}
 	return ev, ev.from.IsValid()
+}
+
+// ICMP echo keeps the flow Paris traceroute's way. Balancers that spread
+// ICMP hash the first four bytes of its header, type, code and checksum,
+// and some the identifier too; the sequence number and the payload (which
+// say which probe it is) change per probe, and with them the checksum. The
+// last word of the payload makes up for them, as scamper's icmp-paris does:
+// it brings the ones' complement sum of the echo message to one value per
+// flow, so every probe of a run, and of every run to the same target (the
+// flow ID derives from it), has one checksum. For ICMPv6 the kernel adds
+// the pseudo-header, the same for every probe between two addresses.
+
+// parisSum is the sum an echo message of flow is brought to: never 0 or
+// 0xffff, which ones' complement arithmetic cannot tell apart.
+func parisSum(flow int) uint16 { return uint16(1 + flow%0xfffe) }
+
+// parisPad sets the last word of the echo message msg (its identifier and
+// sequence number in place, its checksum field zeroed) so that the message
+// sums to sum.
+func parisPad(msg []byte, sum uint16) {
+	binary.BigEndian.PutUint16(msg[2:], 0)
+	binary.BigEndian.PutUint16(msg[len(msg)-2:], 0)
+	// sum − s in ones' complement is sum + ^s, with the carry folded back.
+	s := ^checksum(msg)
+	t := uint32(sum) + uint32(^s)
+	t = t>>16 + t&0xffff
+	binary.BigEndian.PutUint16(msg[len(msg)-2:], uint16(t))
 }
 
 // checksum is the Internet checksum (RFC 1071).

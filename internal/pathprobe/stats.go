@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 )
 
 // reply is one probe's answer.
@@ -18,6 +20,16 @@ type reply struct {
 type rawHop struct {
 	sent    int
 	replies []reply
+	// probes are the probes in send order, when the runner kept them: the
+	// pattern of answers tells a limit on the reply rate from loss.
+	probes []probeOut
+}
+
+// probeOut is one probe's fate: when it left and when its reply came,
+// both from the start of the run.
+type probeOut struct {
+	at, rx   time.Duration
+	answered bool
 }
 
 // bucketEdges are the histogram's upper bounds, µs: 1-2-5 steps from 50 µs
@@ -47,7 +59,7 @@ func summarize(raw []rawHop, destTTL int) []Hop {
 	var prev *RTT
 	for i := 0; i < last; i++ {
 		r := raw[i]
-		h := Hop{Index: i + 1, Sent: r.sent, Received: len(r.replies), Histogram: []Bucket{}}
+		h := Hop{Index: i + 1, Sent: r.sent, Received: len(r.replies), Histogram: []Bucket{}, probes: r.probes}
 		if r.sent > 0 {
 			h.LossPct = round2(100 * float64(r.sent-len(r.replies)) / float64(r.sent))
 		}
@@ -133,22 +145,33 @@ func histogram(rtts []float64) []Bucket {
 // a few milliseconds of propagation on a 40 ms path is not "the" hop). The
 // floors are above what a host's own first hop costs: a LAN, or loopback in
 // an emulated VM, answers in about a millisecond. Loss counts when at least
-// two probes and 5 % go missing.
+// two probes and 5 % go missing. A rate-limited hop with fewer than
+// minFloorReplies replies is left out of the delay floors: its p50 is one or
+// two samples.
 const (
-	minAddedP50US  = 2000
-	minAddedP90US  = 5000
-	minTailReplies = 10
-	shareOfPath    = 0.2
-	minLossPct     = 5
-	minJitterUS    = 500
+	minAddedP50US   = 2000
+	minAddedP90US   = 5000
+	minTailReplies  = 10
+	minFloorReplies = 5
+	shareOfPath     = 0.2
+	minLossPct      = 5
+	minJitterUS     = 500
 )
 
-// judge marks the hops whose loss or delay does not carry on (RateLimited)
-// and finds the first hop whose does. It works on floors: a hop's floor is
-// the least any hop from it to the end shows, which is what the forwarding
-// path adds by then; a hop's own excess over its floor is its slow or
-// rate-limited reply.
-func judge(hops []Hop) (Verdict, int) {
+// judge marks the hops whose loss or delay is their own reply's
+// (RateLimited) and finds the first hop whose added delay or loss carries on
+// to the end of the path: the destination when reached, else the last hop
+// that answered. It works on floors: a hop's floor is the least any hop from
+// it to the end shows, which is what the forwarding path adds by then; a
+// hop's own excess over its floor is its slow or rate-limited reply.
+//
+// A hop whose answers follow a limit on its reply rate (rateCap) is
+// rate-limited wherever it sits, the destination included: when every hop
+// from some point on limits its replies alike (Linux's default on every
+// router and host), the loss each shows is its limiter's, the same at every
+// hop, and says nothing of the forwarding path. Their replies still time
+// it: a limiter drops replies, it does not delay them.
+func judge(hops []Hop, reached bool) (Verdict, int) {
 	var idx []int // responding hops
 	for i, h := range hops {
 		if h.Received > 0 {
@@ -171,94 +194,209 @@ func judge(hops []Hop) (Verdict, int) {
 	lossSig := func(pct float64, sent int) bool {
 		return pct >= minLossPct && pct*float64(sent)/100 >= 2
 	}
-	// First pass, every responding hop: which replies are slow or
-	// rate-limited against what the path shows after them.
-	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
-	loss := floor(idx, func(h *Hop) float64 { return h.LossPct })
-	thr50 := max(minAddedP50US, shareOfPath*p50[len(idx)-1])
-	var path []int // the hops whose replies tell the forwarding path
-	for k, i := range idx {
+	// Hops whose replies come at a limited rate: their loss is left out of
+	// every loss floor.
+	capped := make([]bool, len(hops))
+	var lossIdx []int
+	for _, i := range idx {
 		h := &hops[i]
-		h.RateLimited = lossSig(h.LossPct-loss[k], h.Sent) || h.RTT.P50-p50[k] >= thr50
+		h.RateLimited, h.ReplyRateLimited, h.ReplyEveryMS = false, false, 0
+		if lossSig(h.LossPct, h.Sent) {
+			if ok, period := rateCap(h.probes); ok {
+				capped[i], h.ReplyRateLimited = true, true
+				h.ReplyEveryMS = math.Round(float64(period.Microseconds()) / 1000)
+				continue
+			}
+		}
+		lossIdx = append(lossIdx, i)
+	}
+	// First pass, every responding hop: which replies are slow or lost
+	// against what the path shows after them.
+	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
+	thr50 := max(minAddedP50US, shareOfPath*p50[len(idx)-1])
+	slow := make([]bool, len(hops))
+	for k, i := range idx {
+		slow[i] = hops[i].RTT.P50-p50[k] >= thr50
+		hops[i].RateLimited = capped[i] || slow[i]
+	}
+	loss := floor(lossIdx, func(h *Hop) float64 { return h.LossPct })
+	for k, i := range lossIdx {
+		if h := &hops[i]; lossSig(h.LossPct-loss[k], h.Sent) {
+			h.RateLimited = true
+		}
+	}
+	// Second pass. Delay is read from every hop that is not slow to
+	// answer, rate-limited ones with a few replies included; loss from the
+	// hops not labelled at all. A rate-limited hop with one or two replies
+	// would make the delay floors noise: where delay really starts at such
+	// a hop, the next hop that answers more is named.
+	var delayIdx []int
+	lossIdx = nil
+	for _, i := range idx {
+		h := &hops[i]
+		if !slow[i] && (!h.RateLimited || h.Received >= minFloorReplies) {
+			delayIdx = append(delayIdx, i)
+		}
 		if !h.RateLimited {
-			path = append(path, i)
+			lossIdx = append(lossIdx, i)
 		}
 	}
-	if len(path) == 0 {
-		return Verdict{Kind: "none", Text: "every hop that answered was rate-limited"}, 0
+	hidden := lossHiddenFrom(hops, idx, capped)
+	if len(delayIdx) == 0 && len(lossIdx) == 0 {
+		return Verdict{Kind: "none", LossHiddenFrom: hidden, Text: "every hop that answered was rate-limited or slow to answer"}, 0
 	}
-	// Second pass, without them: a rate-limited hop's few replies (its
-	// loss already said to be its own) would make the floors noise. Where
-	// delay starts at such a hop, the next hop that answers fully is named.
-	idx, n := path, len(path)
-	p50 = floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
-	// The tail is judged on p90: with tens of probes per hop p99 is the
-	// largest one or two, and one stalled reply would name a hop.
-	p90 := floor(idx, func(h *Hop) float64 { return h.RTT.P90 })
-	loss = floor(idx, func(h *Hop) float64 { return h.LossPct })
-	jit := floor(idx, func(h *Hop) float64 { return h.JitterUS })
-	thr50 = max(minAddedP50US, shareOfPath*p50[n-1])
-	thr90 := max(minAddedP90US, shareOfPath*p90[n-1])
-	thrJit := max(minJitterUS, shareOfPath*jit[n-1])
-	v := Verdict{Kind: "none"}
-	delayAt, lossAt := -1, -1
-	var added, lost float64
-	for k := range idx {
-		var b50, b90, bl float64
+	delayAt, added := firstDelay(hops, delayIdx, floor)
+	lossAt, lost := -1, 0.0
+	loss = floor(lossIdx, func(h *Hop) float64 { return h.LossPct })
+	for k, i := range lossIdx {
+		bl := 0.0
 		if k > 0 {
-			b50, b90, bl = p50[k-1], p90[k-1], loss[k-1]
+			bl = loss[k-1]
 		}
-		// A tail needs a sample: with fewer than ten replies p90 is the
-		// largest one or two.
-		tail := hops[idx[k]].Received >= minTailReplies && p90[k]-b90 >= thr90
-		if delayAt < 0 && (p50[k]-b50 >= thr50 || tail) {
-			delayAt, added = k, round1(p50[k]-b50)
-		}
-		if lossAt < 0 && lossSig(loss[k]-bl, hops[idx[k]].Sent) {
-			lossAt, lost = k, round2(loss[k]-bl)
-		}
-	}
-	jitterFrom := 0
-	for k := range idx {
-		b := 0.0
-		if k > 0 {
-			b = jit[k-1]
-		}
-		if jit[k]-b >= thrJit {
-			jitterFrom = hops[idx[k]].Index
+		if lossSig(loss[k]-bl, hops[i].Sent) {
+			lossAt, lost = i, round2(loss[k]-bl)
 			break
 		}
 	}
+	jitterFrom := 0
+	jit := floor(delayIdx, func(h *Hop) float64 { return h.JitterUS })
+	if n := len(delayIdx); n > 0 {
+		thrJit := max(minJitterUS, shareOfPath*jit[n-1])
+		for k, i := range delayIdx {
+			b := 0.0
+			if k > 0 {
+				b = jit[k-1]
+			}
+			if jit[k]-b >= thrJit {
+				jitterFrom = hops[i].Index
+				break
+			}
+		}
+	}
+	v := Verdict{Kind: "none", LossHiddenFrom: hidden}
+	if delayAt >= 0 {
+		v.DelayHop = hops[delayAt].Index
+	}
+	if lossAt >= 0 {
+		v.LossHop = hops[lossAt].Index
+	}
 	at := -1
 	switch {
-	case delayAt >= 0 && lossAt >= 0 && delayAt == lossAt:
+	case delayAt >= 0 && delayAt == lossAt:
 		at, v.Kind = delayAt, "delay+loss"
 	case delayAt >= 0 && (lossAt < 0 || delayAt < lossAt):
 		at, v.Kind = delayAt, "delay"
 	case lossAt >= 0:
 		at, v.Kind = lossAt, "loss"
 	}
+	end := "the end of the path"
+	if !reached {
+		end = "the last hop that answered"
+	}
+	var parts []string
 	if at < 0 {
-		v.Text = "no hop adds notable delay or loss on the way to the end of the path"
-		return v, jitterFrom
+		if hidden > 0 {
+			parts = append(parts, "no hop adds notable delay on the way to "+end)
+		} else {
+			parts = append(parts, "no hop adds notable delay or loss on the way to "+end)
+		}
+	} else {
+		h := hops[at]
+		v.Hop, v.Address = h.Index, h.Address
+		if v.Kind != "loss" {
+			v.AddedUS = added
+		}
+		if v.Kind != "delay" {
+			v.LossPct = lost
+		}
+		switch v.Kind {
+		case "delay":
+			parts = append(parts, fmt.Sprintf("delay is added at hop %d (%s): +%s p50, carried on to %s", h.Index, h.Address, fmtUS(v.AddedUS), end))
+			if lossAt >= 0 {
+				parts = append(parts, fmt.Sprintf("loss starts at hop %d (%s): %.1f %% of probes", hops[lossAt].Index, hops[lossAt].Address, lost))
+			}
+		case "loss":
+			parts = append(parts, fmt.Sprintf("loss starts at hop %d (%s): %.1f %% of probes, carried on to %s", h.Index, h.Address, v.LossPct, end))
+			if delayAt >= 0 {
+				// Named too: loss earlier on the path does not make a
+				// later queue any less the problem.
+				parts = append(parts, fmt.Sprintf("delay is added at hop %d (%s): +%s p50", hops[delayAt].Index, hops[delayAt].Address, fmtUS(added)))
+			}
+		default:
+			parts = append(parts, fmt.Sprintf("delay and loss start at hop %d (%s): +%s p50, %.1f %% lost, carried on to %s", h.Index, h.Address, fmtUS(v.AddedUS), v.LossPct, end))
+		}
 	}
-	h := hops[idx[at]]
-	v.Hop, v.Address = h.Index, h.Address
-	if v.Kind != "loss" {
-		v.AddedUS = added
+	if hidden > 0 {
+		parts = append(parts, hiddenText(hops, hidden))
 	}
-	if v.Kind != "delay" {
-		v.LossPct = lost
-	}
-	switch v.Kind {
-	case "delay":
-		v.Text = fmt.Sprintf("delay is added at hop %d (%s): +%s p50, carried on to the end of the path", h.Index, h.Address, fmtUS(v.AddedUS))
-	case "loss":
-		v.Text = fmt.Sprintf("loss starts at hop %d (%s): %.1f %% of probes, carried on to the end of the path", h.Index, h.Address, v.LossPct)
-	default:
-		v.Text = fmt.Sprintf("delay and loss start at hop %d (%s): +%s p50, %.1f %% lost, carried on to the end of the path", h.Index, h.Address, fmtUS(v.AddedUS), v.LossPct)
-	}
+	v.Text = strings.Join(parts, "; ")
 	return v, jitterFrom
+}
+
+// firstDelay finds the first of the hops idx whose p50 floor, or p90 floor
+// with enough replies, rises by the threshold: its index in hops and the
+// p50 it adds, -1 when none does.
+func firstDelay(hops []Hop, idx []int, floor func([]int, func(*Hop) float64) []float64) (int, float64) {
+	n := len(idx)
+	if n == 0 {
+		return -1, 0
+	}
+	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
+	// The tail is judged on p90: with tens of probes per hop p99 is the
+	// largest one or two, and one stalled reply would name a hop.
+	p90 := floor(idx, func(h *Hop) float64 { return h.RTT.P90 })
+	thr50 := max(minAddedP50US, shareOfPath*p50[n-1])
+	thr90 := max(minAddedP90US, shareOfPath*p90[n-1])
+	for k, i := range idx {
+		var b50, b90 float64
+		if k > 0 {
+			b50, b90 = p50[k-1], p90[k-1]
+		}
+		// A tail needs a sample: with fewer than ten replies p90 is the
+		// largest one or two.
+		tail := hops[i].Received >= minTailReplies && p90[k]-b90 >= thr90
+		if p50[k]-b50 >= thr50 || tail {
+			return i, round1(p50[k] - b50)
+		}
+	}
+	return -1, 0
+}
+
+// lossHiddenFrom is the hop from which every hop that answered limits its
+// reply rate, the last one included: loss from there on cannot be read at
+// this probe rate. 0 when the last hop that answered does not.
+func lossHiddenFrom(hops []Hop, idx []int, capped []bool) int {
+	from := 0
+	for k := len(idx) - 1; k >= 0 && capped[idx[k]]; k-- {
+		from = hops[idx[k]].Index
+	}
+	return from
+}
+
+// hiddenText says why loss from hop `from` on cannot be read, and how to
+// read it: probing each hop no faster than its limiter answers.
+func hiddenText(hops []Hop, from int) string {
+	var periods []float64
+	last := from
+	for _, h := range hops[from-1:] {
+		if h.Received > 0 {
+			last = h.Index
+		}
+		if h.ReplyEveryMS > 0 {
+			periods = append(periods, h.ReplyEveryMS)
+		}
+	}
+	which := fmt.Sprintf("hops %d to %d limit", from, last)
+	if last == from {
+		which = fmt.Sprintf("hop %d limits", from)
+	}
+	if len(periods) == 0 {
+		return fmt.Sprintf("loss from hop %d on cannot be read: %s the rate of their ICMP replies; probe each hop more slowly (--interval 1s) to measure it", from, which)
+	}
+	slices.Sort(periods)
+	p := periods[len(periods)/2]
+	iv := time.Duration(max(1, math.Round(p/100)) * 100 * float64(time.Millisecond))
+	return fmt.Sprintf("loss from hop %d on cannot be read: %s the rate of their ICMP replies (about one every %s); probe each hop no faster than that (--interval %s) to measure it", from, which, fmtUS(p*1000), iv)
 }
 
 // fmtUS renders microseconds with a unit.

@@ -21,6 +21,33 @@ func rawProbes(addr string, sent, lost int, base, spread float64) rawHop {
 	return h
 }
 
+// rawTraced is a hop whose probes fared as p says; the answered ones came
+// back from addr after base µs, base+spread, base+2·spread, base, …
+func rawTraced(addr string, p []probeOut, base, spread float64) rawHop {
+	h := rawHop{sent: len(p), probes: p}
+	for i, q := range p {
+		if q.answered {
+			h.replies = append(h.replies, reply{addr: addr, rtt: base + spread*float64(i%3)})
+		}
+	}
+	return h
+}
+
+// linuxLimited is n probes 200 ms apart to a hop that keeps Linux's
+// default ICMP rate limit (a burst of six, then one a second).
+func linuxLimited(n int) []probeOut {
+	at := make([]time.Duration, n)
+	for i := range at {
+		at[i] = time.Duration(i) * 200 * time.Millisecond
+	}
+	pass := limiter(at, time.Second, 6)
+	p := make([]probeOut, n)
+	for i := range p {
+		p[i] = probeOut{at: at[i], rx: at[i] + time.Millisecond, answered: pass[i]}
+	}
+	return p
+}
+
 // rawSilent is a hop that answered none of its probes.
 func rawSilent(sent int) rawHop { return rawHop{sent: sent} }
 
@@ -82,8 +109,115 @@ func TestJudgeVerdict(t *testing.T) {
 		addedUS   float64 // verdict AddedUS, ±1 µs (0: not checked)
 		lossPct   float64 // verdict LossPct, ±0.01 (0: must be 0)
 		limited   []int   // hops marked RateLimited
+		unreached bool    // the destination did not answer
+		delayHop  int     // Verdict.DelayHop
+		lossHop   int     // Verdict.LossHop
+		hidden    int     // Verdict.LossHiddenFrom
+		text      []string
 		checkHops func(t *testing.T, hops []Hop)
 	}{
+		{
+			// The issue's: hops 2 to 5 each answered 17 of 60 (a burst of
+			// six, then one a second), and a 375 ms queue from hop 3 on.
+			name: "every hop but the first rate-limits, the destination too; a queue from hop 3",
+			raw: []rawHop{
+				rawProbes(hopAddr(1), 60, 0, 60, 10),
+				rawTraced(hopAddr(2), linuxLimited(60), 80, 10),
+				rawTraced(hopAddr(3), linuxLimited(60), 375000, 2000),
+				rawTraced(hopAddr(4), linuxLimited(60), 375200, 2000),
+				rawDest(rawTraced(hopAddr(5), linuxLimited(60), 375100, 2000)),
+			},
+			destTTL:  5,
+			kind:     "delay",
+			hop:      3,
+			delayHop: 3,
+			addedUS:  376910,
+			limited:  []int{2, 3, 4, 5},
+			hidden:   2,
+			text:     []string{"delay is added at hop 3", "loss from hop 2 on cannot be read", "about one every 1.00 s", "--interval 1s"},
+			checkHops: func(t *testing.T, hops []Hop) {
+				for _, h := range hops[1:] {
+					if h.Received != 17 || h.ReplyEveryMS != 1000 {
+						t.Errorf("hop %d: %d answered, one every %v ms; want 17, 1000", h.Index, h.Received, h.ReplyEveryMS)
+					}
+				}
+			},
+		},
+		{
+			name: "every hop rate-limits, the first too",
+			raw: []rawHop{
+				rawTraced(hopAddr(1), linuxLimited(30), 60, 10),
+				rawTraced(hopAddr(2), linuxLimited(30), 80, 10),
+				rawTraced(hopAddr(3), linuxLimited(30), 40000, 2000),
+				rawDest(rawTraced(hopAddr(4), linuxLimited(30), 40100, 2000)),
+			},
+			destTTL:  4,
+			kind:     "delay",
+			hop:      3,
+			delayHop: 3,
+			addedUS:  41910,
+			limited:  []int{1, 2, 3, 4},
+			hidden:   1,
+			text:     []string{"loss from hop 1 on cannot be read: hops 1 to 4 limit"},
+		},
+		{
+			name: "only the destination rate-limits (UDP's port unreachable)",
+			raw: []rawHop{
+				rawProbes(hopAddr(1), 30, 0, 300, 10),
+				rawProbes(hopAddr(2), 30, 0, 400, 10),
+				rawDest(rawTraced(hopAddr(3), linuxLimited(30), 500, 10)),
+			},
+			destTTL: 3,
+			kind:    "none",
+			limited: []int{3},
+			hidden:  3,
+			text:    []string{"no hop adds notable delay on the way to the end of the path", "loss from hop 3 on cannot be read: hop 3 limits"},
+		},
+		{
+			name: "the last hop that answered rate-limits, the destination never does",
+			raw: []rawHop{
+				rawProbes(hopAddr(1), 30, 0, 300, 10),
+				rawTraced(hopAddr(2), linuxLimited(30), 400, 10),
+				rawSilent(30),
+				rawSilent(30),
+			},
+			unreached: true,
+			kind:      "none",
+			limited:   []int{2},
+			hidden:    2,
+			text:      []string{"on the way to the last hop that answered", "loss from hop 2 on cannot be read"},
+		},
+		{
+			name: "routers rate-limit, the destination answers all (ICMP echo)",
+			raw: []rawHop{
+				rawProbes(hopAddr(1), 30, 0, 300, 10),
+				rawTraced(hopAddr(2), linuxLimited(30), 400, 10),
+				rawTraced(hopAddr(3), linuxLimited(30), 40000, 10),
+				rawDest(rawProbes(hopAddr(4), 30, 0, 40100, 10)),
+			},
+			destTTL:  4,
+			kind:     "delay",
+			hop:      3,
+			delayHop: 3,
+			addedUS:  39600,
+			limited:  []int{2, 3},
+		},
+		{
+			name: "random loss from hop 2 on, a queue from hop 3: both named",
+			raw: []rawHop{
+				rawProbes(hopAddr(1), 20, 0, 300, 10),
+				rawTraced(hopAddr(2), pattern("11011110111101111011", 200*time.Millisecond, time.Millisecond), 400, 10),
+				rawTraced(hopAddr(3), pattern("11110111101111011110", 200*time.Millisecond, time.Millisecond), 40400, 10),
+				rawDest(rawTraced(hopAddr(4), pattern("01111011110111101111", 200*time.Millisecond, time.Millisecond), 40500, 10)),
+			},
+			destTTL:  4,
+			kind:     "loss",
+			hop:      2,
+			lossHop:  2,
+			delayHop: 3,
+			lossPct:  20,
+			text:     []string{"loss starts at hop 2", "delay is added at hop 3"},
+		},
 		{
 			name: "clean path",
 			raw: []rawHop{
@@ -128,11 +262,12 @@ func TestJudgeVerdict(t *testing.T) {
 				rawProbes(hopAddr(5), 10, 0, 40800, 10),
 				rawDest(rawProbes(hopAddr(6), 10, 0, 41000, 10)),
 			},
-			destTTL: 6,
-			kind:    "delay",
-			hop:     3,
-			addedUS: 40200, // floor 40510 − hop 1's 310: rate-limited hop 2 is not a base
-			limited: []int{2},
+			destTTL:  6,
+			delayHop: 3,
+			kind:     "delay",
+			hop:      3,
+			addedUS:  40200, // floor 40510 − hop 1's 310: rate-limited hop 2 is not a base
+			limited:  []int{2},
 			checkHops: func(t *testing.T, hops []Hop) {
 				if hops[1].LossPct != 60 || hops[1].Received != 4 {
 					t.Errorf("hop 2 loss %v %% received %d, want 60 %% 4", hops[1].LossPct, hops[1].Received)
@@ -163,6 +298,7 @@ func TestJudgeVerdict(t *testing.T) {
 				rawDest(rawProbes(hopAddr(6), 20, 4, 800, 10)),
 			},
 			destTTL: 6,
+			lossHop: 4,
 			kind:    "loss",
 			hop:     4,
 			lossPct: 20,
@@ -176,7 +312,8 @@ func TestJudgeVerdict(t *testing.T) {
 				rawProbes(hopAddr(4), 10, 2, 20600, 10),
 				rawDest(rawProbes(hopAddr(5), 10, 2, 20700, 10)),
 			},
-			destTTL: 5,
+			destTTL:  5,
+			delayHop: 3, lossHop: 3,
 			kind:    "delay+loss",
 			hop:     3,
 			addedUS: 20000,
@@ -194,10 +331,11 @@ func TestJudgeVerdict(t *testing.T) {
 				rawProbes(hopAddr(5), 10, 0, 45500, 10),
 				rawDest(rawProbes(hopAddr(6), 10, 0, 45600, 10)),
 			},
-			destTTL: 6,
-			kind:    "delay",
-			hop:     5,
-			addedUS: 39900,
+			destTTL:  6,
+			delayHop: 5,
+			kind:     "delay",
+			hop:      5,
+			addedUS:  39900,
 		},
 		{
 			name: "one lost probe is not loss",
@@ -244,24 +382,37 @@ func TestJudgeVerdict(t *testing.T) {
 				rawProbes(hopAddr(3), 10, 0, 30300, 10),
 				rawDest(rawProbes(hopAddr(4), 10, 0, 30400, 10)),
 			},
-			destTTL: 4,
-			kind:    "delay",
-			hop:     3,
-			addedUS: 30000,
+			destTTL:  4,
+			delayHop: 3,
+			kind:     "delay",
+			hop:      3,
+			addedUS:  30000,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			hops := summarize(tc.raw, tc.destTTL)
-			if len(hops) != len(tc.raw) {
-				t.Fatalf("summarize: %d hops, want %d", len(hops), len(tc.raw))
+			want := len(tc.raw)
+			for tc.unreached && tc.raw[want-1].replies == nil {
+				want--
+			}
+			if len(hops) != want {
+				t.Fatalf("summarize: %d hops, want %d", len(hops), want)
 			}
 			for i, h := range hops {
 				if h.Index != i+1 {
 					t.Errorf("hops[%d].Index = %d", i, h.Index)
 				}
 			}
-			v, _ := judge(hops)
+			v, _ := judge(hops, !tc.unreached)
+			if v.DelayHop != tc.delayHop || v.LossHop != tc.lossHop || v.LossHiddenFrom != tc.hidden {
+				t.Errorf("delay_hop %d loss_hop %d loss_hidden_from %d, want %d %d %d (%s)", v.DelayHop, v.LossHop, v.LossHiddenFrom, tc.delayHop, tc.lossHop, tc.hidden, v.Text)
+			}
+			for _, w := range tc.text {
+				if !strings.Contains(v.Text, w) {
+					t.Errorf("verdict text %q lacks %q", v.Text, w)
+				}
+			}
 			if v.Kind != tc.kind || v.Hop != tc.hop {
 				t.Errorf("verdict = %q at hop %d, want %q at hop %d (%s)", v.Kind, v.Hop, tc.kind, tc.hop, v.Text)
 			}
@@ -283,8 +434,10 @@ func TestJudgeVerdict(t *testing.T) {
 			if got := rateLimitedHops(hops); !slices.Equal(got, tc.limited) {
 				t.Errorf("RateLimited hops = %v, want %v", got, tc.limited)
 			}
-			if tc.hop > 0 && hops[tc.hop-1].RateLimited {
-				t.Errorf("verdict hop %d is marked RateLimited", tc.hop)
+			// A hop named may limit its reply rate (its replies still
+			// time the path), never be slow or lossy on its own.
+			if tc.hop > 0 && hops[tc.hop-1].RateLimited && !hops[tc.hop-1].ReplyRateLimited {
+				t.Errorf("verdict hop %d is marked RateLimited for its own delay or loss", tc.hop)
 			}
 			if tc.checkHops != nil {
 				tc.checkHops(t, hops)
@@ -321,7 +474,7 @@ func TestSummarizeEnd(t *testing.T) {
 			if len(hops) != tc.want {
 				t.Fatalf("summarize: %d hops, want %d", len(hops), tc.want)
 			}
-			v, jf := judge(hops)
+			v, jf := judge(hops, true)
 			if v.Kind != "none" || v.Hop != 0 || jf != 0 {
 				t.Errorf("judge = %+v, jitter from %d; want none, 0", v, jf)
 			}
@@ -494,7 +647,7 @@ func TestResultJSON(t *testing.T) {
 	res := Result{Target: "example", Address: "10.0.0.5", Proto: UDP, Port: DefaultUDPPort, Count: 10,
 		Interval: time.Second, Reached: true, Started: time.Unix(0, 0).UTC()}
 	res.Hops = summarize(raw, 5)
-	res.Verdict, res.JitterFrom = judge(res.Hops)
+	res.Verdict, res.JitterFrom = judge(res.Hops, true)
 	b, err := json.Marshal(res)
 	if err != nil {
 		t.Fatalf("json.Marshal: %v", err)
@@ -540,7 +693,7 @@ func TestJudgeJitterFrom(t *testing.T) {
 			if j := hops[2].JitterUS; !nearUS(j, 4.0/3*tc.spreads[2], 0.1) {
 				t.Errorf("hop 3 JitterUS = %v, want %v", j, 4.0/3*tc.spreads[2])
 			}
-			v, got := judge(hops)
+			v, got := judge(hops, true)
 			if got != tc.want {
 				t.Errorf("jitter from %d, want %d", got, tc.want)
 			}

@@ -16,10 +16,11 @@ import (
 // connects, or is refused, and is reset at once (SO_LINGER 0, so the
 // 4-tuple is free for the next probe). The same 4-tuple cannot be in two
 // connects at once, hence one probe in flight.
-func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, int, error) {
+func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) ([]rawHop, int, runOut, error) {
 	raw := make([]rawHop, cfg.MaxHops)
 	destTTL := 0
-	next := time.Now()
+	start := time.Now()
+	next := start
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -27,7 +28,11 @@ func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) (
 	// The first connect finds a free source port at or after flow.
 	flow, err = freeTCPPort(addr, flow)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, runOut{}, err
+	}
+	var label uint32
+	if addr.Is6() {
+		label = tcpFlowLabel(addr, flow)
 	}
 	for round := 0; round < cfg.Count && ctx.Err() == nil; round++ {
 		limit := cfg.MaxHops
@@ -36,13 +41,16 @@ func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) (
 		}
 		for ttl := 1; ttl <= limit && ctx.Err() == nil; ttl++ {
 			raw[ttl-1].sent++
-			r, dest, err := tcpProbe(ctx, addr, port, flow, ttl, cfg.Timeout)
+			at := time.Since(start)
+			r, dest, err := tcpProbe(ctx, addr, port, flow, label, ttl, cfg.Timeout)
 			if err != nil {
-				return nil, 0, 0, err
+				return nil, 0, runOut{}, err
 			}
 			if r == nil {
+				raw[ttl-1].probes = append(raw[ttl-1].probes, probeOut{at: at})
 				continue
 			}
+			raw[ttl-1].probes = append(raw[ttl-1].probes, probeOut{at: at, rx: at + time.Duration(r.rtt*1e3), answered: true})
 			raw[ttl-1].replies = append(raw[ttl-1].replies, *r)
 			if dest {
 				if destTTL == 0 || ttl < destTTL {
@@ -67,7 +75,20 @@ func runTCP(ctx context.Context, cfg *Config, addr netip.Addr, port, flow int) (
 			raw[i].sent = min(raw[i].sent, cfg.Count)
 		}
 	}
-	return raw, destTTL, flow, nil
+	return raw, destTTL, runOut{flow: flow, label: label, socket: "recverr"}, nil
+}
+
+// tcpFlowLabel leases the flow's IPv6 label on a socket of the run's
+// source port, for every probe's socket to lease again; 0 when the kernel
+// gives none (each SYN then carries the kernel's own).
+func tcpFlowLabel(addr netip.Addr, flow int) uint32 {
+	fd, err := tcpSocket(addr, flow)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	label, _ := pickFlowLabel(fd, addr, flow)
+	return label
 }
 
 // freeTCPPort finds a source port at or after flow that binds.
@@ -106,7 +127,7 @@ func tcpSocket(addr netip.Addr, port int) (int, error) {
 // tcpProbe makes one connect with the given TTL and waits for its outcome:
 // a router's ICMP (a hop), the destination's SYN-ACK or RST, or nothing
 // within the timeout (nil).
-func tcpProbe(ctx context.Context, addr netip.Addr, port, flow, ttl int, timeout time.Duration) (*reply, bool, error) {
+func tcpProbe(ctx context.Context, addr netip.Addr, port, flow int, label uint32, ttl int, timeout time.Duration) (*reply, bool, error) {
 	fd, err := tcpSocket(addr, flow)
 	if err != nil {
 		return nil, false, fmt.Errorf("probe socket: bind source port %d: %w", flow, err)
@@ -127,8 +148,17 @@ func tcpProbe(ctx context.Context, addr netip.Addr, port, flow, ttl int, timeout
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	s := &sock{fd: fd, v6: v6, proto: TCP}
+	connect := func() error { return unix.Connect(fd, dst) }
+	if label != 0 {
+		// The label lingers a few seconds after the last probe's socket
+		// closed; past that it is created again.
+		if err := leaseFlowLabel(fd, addr, label); err != nil {
+			return nil, false, fmt.Errorf("probe socket: flow label %#x: %w", label, err)
+		}
+		connect = func() error { return connectLabelled(fd, addr, port, label) }
+	}
 	sent := time.Now()
-	if err := unix.Connect(fd, dst); err != nil && err != unix.EINPROGRESS {
+	if err := connect(); err != nil && err != unix.EINPROGRESS {
 		if errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) {
 			return nil, false, fmt.Errorf("connect %s: %w", netip.AddrPortFrom(addr, uint16(port)), err)
 		}
