@@ -324,8 +324,14 @@ func (r Root) EvalSymlinks(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.lstat(rp); err != nil {
+	fi, err := r.lstat(rp)
+	if err != nil {
 		return "", &fs.PathError{Op: "lstat", Path: clean(p), Err: underlying(err)}
+	}
+	// The target's existence is a fact (an empty device directory still
+	// says the interface has a device): a capture keeps it.
+	if r.rec != nil && fi.IsDir() {
+		r.rec.dir(rp)
 	}
 	return rp, nil
 }
