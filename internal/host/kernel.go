@@ -74,12 +74,18 @@ func (m moduleIndex) has(name string) bool { return m.files[name] || m.loaded[na
 
 func (rd *fileReader) kernelBasics() {
 	k := &rd.f.Kernel
-	k.Release = rd.f.Sysctls["kernel.osrelease"]
-	if k.Release == "" {
-		rd.fail("/proc/sys/kernel/osrelease", errors.New("missing"))
-	} else if maj, min, patch, err := ParseKernelRelease(k.Release); err != nil {
-		rd.fail("/proc/sys/kernel/osrelease", err)
-	} else {
+	// kernel.osrelease was read with the sysctls, its failure recorded there.
+	rel, read := rd.f.Sysctls["kernel.osrelease"]
+	k.Release = rel
+	switch {
+	case read && rel == "":
+		rd.fail("/proc/sys/kernel/osrelease", errors.New("empty"))
+	case read:
+		maj, min, patch, err := ParseKernelRelease(rel)
+		if err != nil {
+			rd.fail("/proc/sys/kernel/osrelease", err)
+			break
+		}
 		k.Major, k.Minor, k.Patch = maj, min, patch
 	}
 	if b, ok := rd.read("/proc/version"); ok {

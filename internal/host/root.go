@@ -438,9 +438,12 @@ func sortedKeys[V any](m map[string]V) []string {
 // to a MemTree.
 
 var (
-	errIsDir  error = syscall.EISDIR
-	errLoop   error = syscall.ELOOP
-	errNotDir error = syscall.ENOTDIR
+	// errNotExist is ENOENT, as a tree on disk says it: a MemTree's errors
+	// read the same.
+	errNotExist error = syscall.ENOENT
+	errIsDir    error = syscall.EISDIR
+	errLoop     error = syscall.ELOOP
+	errNotDir   error = syscall.ENOTDIR
 )
 
 func (r Root) lstat(rp string) (fs.FileInfo, error) {

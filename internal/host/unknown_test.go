@@ -81,3 +81,50 @@ func TestCPUOnlineRule(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingSysctlNamesItsPath: a sysctl that could not be read is blamed
+// on the path that is missing (its own, or a directory above it), never on
+// the first unrelated error; kernel.osrelease's own failure is its errno.
+func TestMissingSysctlNamesItsPath(t *testing.T) {
+	tests := []struct {
+		name   string
+		f      func(t *testing.T) *host.Facts
+		sysctl string
+		want   string // "SOURCE: ERROR" recorded, "" for none
+		// osrelease is kernel.osrelease's recorded error.
+		osrelease string
+	}{
+		// procfs's tree has no /proc/sys/net at all.
+		{"corpus procfs", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") },
+			"net.core.somaxconn", "/proc/sys/net: no such file or directory", "no such file or directory"},
+		// node_exporter's has /proc/sys/net/netfilter and nothing else.
+		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+			"net.core.somaxconn", "/proc/sys/net/core: no such file or directory", "no such file or directory"},
+		{"corpus node_exporter ipv4", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+			"net.ipv4.tcp_congestion_control", "/proc/sys/net/ipv4: no such file or directory", "no such file or directory"},
+		{"generated: core lost", func(t *testing.T) *host.Facts {
+			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
+		}, "net.core.somaxconn", "/proc/sys/net/core: no such file or directory", ""},
+		// No osrelease, the rest intact: a sysctl the kernel lacks is
+		// nobody's read error.
+		{"generated: osrelease lost", func(t *testing.T) *host.Facts {
+			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+				s.Remove = []string{"/proc/sys/kernel/osrelease", "/proc/sys/net/ipv4/tcp_fastopen"}
+			})
+		}, "net.ipv4.tcp_fastopen", "", "no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.f(t)
+			if _, ok := f.Sysctls[tt.sysctl]; ok {
+				t.Fatalf("%s was read", tt.sysctl)
+			}
+			if src, want, ok := strings.Cut(tt.want, ": "); ok && f.ErrorFor(src) != want {
+				t.Errorf("%s: error %q, want %q; errors:\n%s", src, f.ErrorFor(src), want, errorsText(f))
+			}
+			if got := f.ErrorFor("/proc/sys/kernel/osrelease"); got != tt.osrelease {
+				t.Errorf("kernel.osrelease error %q, want %q (the file's own)", got, tt.osrelease)
+			}
+		})
+	}
+}

@@ -31,6 +31,10 @@ const (
 	Skip = "skip" // cannot be done here (see Reason)
 )
 
+// Unknown is a row's Current when the facts could not say it (a source
+// was unreadable); "-" is a value the host does not have at all.
+const Unknown = "?"
+
 // Change is one knob in a plan.
 type Change struct {
 	Knob      string `json:"knob"`
@@ -230,6 +234,9 @@ func sysctlRow(f *host.Facts, s profile.Setting) Change {
 	cur, present := f.Sysctls[s.Name]
 	if !present {
 		c.Current = "-"
+		if host.SysctlError(f, s.Name) != "" {
+			c.Current = Unknown
+		}
 		c.unsupported(missingSysctl(f, s.Name))
 		return c
 	}
@@ -268,19 +275,27 @@ var removedSysctls = map[string]string{
 	"net.ipv4.tcp_low_latency": "a no-op since Linux 4.14 and removed later",
 }
 
+// missingSysctl says why a sysctl is not in the facts: the read error on
+// its path or a directory above it, or else the kernel does not have it.
 func missingSysctl(f *host.Facts, name string) string {
+	if e := host.SysctlError(f, name); e != "" {
+		return fmt.Sprintf("%s could not be read (%s)", name, e)
+	}
 	if why, ok := removedSysctls[name]; ok {
 		return name + " is " + why
 	}
 	if strings.HasPrefix(name, "net.netfilter.") {
 		return name + " is absent: the conntrack module is not loaded"
 	}
-	for _, e := range f.Errors {
-		if strings.HasPrefix(e.Source, "/proc/sys") {
-			return fmt.Sprintf("%s could not be read (%s)", name, e.Err)
-		}
+	return fmt.Sprintf("%s does not exist on kernel %s", name, orUnknown(f.Kernel.Release))
+}
+
+// orUnknown is s, or "unknown" for a fact that could not be read.
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
 	}
-	return fmt.Sprintf("%s does not exist on kernel %s", name, f.Kernel.Release)
+	return s
 }
 
 func congestionMissing(f *host.Facts, cc string) string {
