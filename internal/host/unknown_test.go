@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,6 +125,80 @@ func TestMissingSysctlNamesItsPath(t *testing.T) {
 			}
 			if got := f.ErrorFor("/proc/sys/kernel/osrelease"); got != tt.osrelease {
 				t.Errorf("kernel.osrelease error %q, want %q (the file's own)", got, tt.osrelease)
+			}
+		})
+	}
+}
+
+// fromSysfs gathers a generated host after edit, without its netlink and
+// ethtool stand-in, so its interfaces come from /sys/class/net as they do
+// on a tree that has none.
+func fromSysfs(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
+	t.Helper()
+	if edit != nil {
+		edit(s)
+	}
+	src, err := s.Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Netlink, src.Ethtool = nil, nil
+	f, err := host.Gather(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// pciDev is CentOS7's eth0 in sysfs.
+const pciDev = "/sys/devices/pci0000:02/0000:02:00.0/0000:03:00.0"
+
+// TestHardwareFacts: only directories in /sys/class/net are interfaces, and a
+// PCI NIC without a driver link is hardware, not a virtual device.
+func TestHardwareFacts(t *testing.T) {
+	type nic struct {
+		name, bus, busInfo, driver string
+		physical                   bool
+	}
+	tests := []struct {
+		name   string
+		f      func(t *testing.T) *host.Facts
+		ifaces []string
+		nic    nic
+	}{
+		// node_exporter's tree: bonding_masters beside the interfaces, and
+		// eth0 a PCI function with no driver or subsystem link.
+		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+			[]string{"bond0", "dmz", "eth0", "int"}, nic{"eth0", "pci", "0000:03:00.0", "", true}},
+		{"generated: no driver link", func(t *testing.T) *host.Facts {
+			return fromSysfs(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+				s.Files = map[string]string{"/sys/class/net/bonding_masters": "bond0\n"}
+				s.Remove = []string{pciDev + "/driver", pciDev + "/subsystem"}
+			})
+		}, []string{"lo", "eth0"}, nic{"eth0", "pci", "0000:03:00.0", "", true}},
+		{"generated: no device link either", func(t *testing.T) *host.Facts {
+			return fromSysfs(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+				s.Remove = []string{pciDev + "/driver", pciDev + "/subsystem", pciDev + "/net/eth0/device"}
+			})
+		}, []string{"lo", "eth0"}, nic{"eth0", "pci", "0000:03:00.0", "", true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.f(t)
+			var names []string
+			for _, i := range f.Interfaces {
+				names = append(names, i.Name)
+			}
+			if !slices.Equal(names, tt.ifaces) {
+				t.Errorf("interfaces (-want +got):\n- %v\n+ %v", tt.ifaces, names)
+			}
+			ifc := f.Interface(tt.nic.name)
+			if ifc == nil {
+				t.Fatalf("no %s", tt.nic.name)
+			}
+			got := nic{ifc.Name, ifc.Bus, ifc.BusInfo, ifc.Driver, ifc.Physical()}
+			if got != tt.nic {
+				t.Errorf("%s (-want +got):\n- %+v\n+ %+v", tt.nic.name, tt.nic, got)
 			}
 		})
 	}

@@ -62,10 +62,10 @@ func mustPlan(t *testing.T, f *host.Facts, profile string, opts Options) *Plan {
 // ("-"), and its reason names no unrelated file.
 func TestMissingSysctlRow(t *testing.T) {
 	tests := []struct {
-		name       string
-		f          func(t *testing.T) *host.Facts
-		knob       string
-		current    string
+		name      string
+		f         func(t *testing.T) *host.Facts
+		knob      string
+		current   string
 		want, not string
 	}{
 		{"corpus procfs", func(t *testing.T) *host.Facts { return corpus(t, "procfs") },
@@ -86,6 +86,33 @@ func TestMissingSysctlRow(t *testing.T) {
 			c := rowOf(t, mustPlan(t, tt.f(t), "game-udp", Options{Ifaces: []string{}}), tt.knob)
 			if c.Current != tt.current || c.Action != Skip || !strings.Contains(c.Reason, tt.want) || strings.Contains(c.Reason, tt.not) {
 				t.Errorf("%s: current %q, %s, %q; want current %q, skip, %q without %q", tt.knob, c.Current, c.Action, c.Reason, tt.current, tt.want, tt.not)
+			}
+		})
+	}
+}
+
+// TestHardwareRows: a PCI NIC without a driver link is not called virtual,
+// and "no queue interrupts" is not claimed where /proc/interrupts could not
+// be read.
+func TestHardwareRows(t *testing.T) {
+	tests := []struct {
+		name      string
+		f         func(t *testing.T) *host.Facts
+		iface     string
+		want, not string
+	}{
+		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+			"eth0", "eth0 has no queue interrupts in /proc/interrupts", "virtual"},
+		{"generated: no /proc/interrupts", func(t *testing.T) *host.Facts {
+			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/interrupts"} })
+		}, "eth0", "eth0's queue interrupts are unknown: /proc/interrupts could not be read (no such file or directory)", "has no queue interrupts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustPlan(t, tt.f(t), "game-udp", Options{Ifaces: []string{tt.iface}})
+			c := rowOf(t, p, "irq/*/affinity")
+			if c.Action != Skip || !strings.Contains(c.Reason, tt.want) || strings.Contains(c.Reason, tt.not) {
+				t.Errorf("irq/*/affinity: %s %q; want skip saying %q, not %q", c.Action, c.Reason, tt.want, tt.not)
 			}
 		})
 	}
