@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -257,6 +258,9 @@ func (r Root) ReadDirNames(p string) ([]string, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: clean(p), Err: underlying(err)}
 	}
+	if !r.Live() {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == TreeKeepFile })
+	}
 	return names, nil
 }
 
@@ -471,5 +475,9 @@ func (r Root) readDirAt(rp string) ([]fs.DirEntry, error) {
 	if r.mem != nil {
 		return r.mem.readDir(rp)
 	}
-	return os.ReadDir(r.osPath(rp))
+	ents, err := os.ReadDir(r.osPath(rp))
+	if r.Live() {
+		return ents, err
+	}
+	return slices.DeleteFunc(ents, func(e fs.DirEntry) bool { return e.Name() == TreeKeepFile }), err
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"os"
 	"path"
 	"strconv"
@@ -82,11 +83,14 @@ func (rd *fileReader) irqbalance() {
 		// irqbalance one matters, and the rest is private.
 		quiet := rd.r
 		quiet.rec = nil
-		pid := -1
+		pid, lowest := -1, -1
 		for _, n := range names {
 			id, err := strconv.Atoi(n)
 			if err != nil {
 				continue
+			}
+			if lowest < 0 || id < lowest {
+				lowest = id
 			}
 			b, err := quiet.ReadFile("/proc/" + n + "/comm")
 			if err != nil {
@@ -95,6 +99,16 @@ func (rd *fileReader) irqbalance() {
 			if strings.TrimSpace(string(b)) == "irqbalance" && (pid < 0 || id < pid) {
 				pid = id
 			}
+		}
+		switch {
+		case lowest < 0:
+			// Every host has processes: a /proc without any is a tree that
+			// did not keep them, and says nothing about irqbalance.
+			rd.fail("/proc", errors.New("no process directories"))
+		case pid < 0 && rd.r.rec != nil:
+			// A capture keeps one process directory (not its files), so
+			// the copy too has processes, none of them irqbalance.
+			rd.r.rec.dir("/proc/" + strconv.Itoa(lowest))
 		}
 		if pid > 0 {
 			ib.Running, ib.PID = true, pid
