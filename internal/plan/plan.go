@@ -11,6 +11,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -30,6 +31,10 @@ const (
 	OK   = "ok"   // already as desired
 	Skip = "skip" // cannot be done here (see Reason)
 )
+
+// ErrUnknownInterface is Make's error for an interface (Options.Ifaces) the
+// host does not have.
+var ErrUnknownInterface = errors.New("unknown interface")
 
 // Unknown is a row's Current when the facts could not say it (a source
 // was unreadable); "-" is a value the host does not have at all.
@@ -183,7 +188,7 @@ func targetIfaces(f *host.Facts, want []string) ([]*host.Interface, error) {
 				for _, i := range f.Interfaces {
 					have = append(have, i.Name)
 				}
-				return nil, fmt.Errorf("unknown interface %q (this host has: %s)", n, strings.Join(have, ", "))
+				return nil, fmt.Errorf("%w %q (this host has: %s)", ErrUnknownInterface, n, strings.Join(have, ", "))
 			}
 			out = append(out, ifc)
 		}
