@@ -128,7 +128,7 @@ func planJSON(pl *plan.Plan) planOut {
 }
 
 func renderPlan(w io.Writer, pl *plan.Plan, color bool) error {
-	fmt.Fprintf(w, "Plan for profile %s on %s (kernel %s), interfaces: %v\n\n", pl.Profile, orDash(pl.Host.Hostname), pl.Host.Kernel, pl.Ifaces)
+	fmt.Fprintf(w, "Plan for profile %s on %s (kernel %s), interfaces: %v\n\n", pl.Profile, orDash(pl.Host.Hostname), orUnknown(pl.Host.Kernel), pl.Ifaces)
 	t := report.Table{Header: []string{"", "knob", "current", "desired", "reason"}}
 	for _, c := range pl.Changes {
 		mark, st := "~", report.Warn

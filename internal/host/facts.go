@@ -315,7 +315,9 @@ type IRQBalance struct {
 	UnitFile string `json:"unit_file,omitempty"`
 }
 
-// BlockDev is a block device's queue settings (NVMe tuning).
+// BlockDev is a block device's queue settings (NVMe tuning). A setting
+// that could not be read is unknown: Scheduler "", RqAffinity and
+// NrRequests -1.
 type BlockDev struct {
 	Name      string `json:"name"`
 	Scheduler string `json:"scheduler"`

@@ -192,9 +192,9 @@ func (rd *fileReader) queues(ifc *Interface, base string, discover bool) {
 	pat := sysNet + "/*/queues/"
 	dir, ents, err := rd.r.readDirResolved(base + "/queues")
 	if err != nil {
-		if !isNotExist(err) {
-			rd.failGroup(sysNet+"/*/queues", err)
-		}
+		// Every interface has a queues directory: without it (a tree that
+		// lost it) RPS and XPS are unknown, not unset.
+		rd.failGroup(sysNet+"/*/queues", err)
 		return
 	}
 	var nrx, ntx int

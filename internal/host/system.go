@@ -14,11 +14,21 @@ const (
 	SysfsTHPDefrag  = "kernel/mm/transparent_hugepage/defrag"
 )
 
+// thp reads the transparent huge page settings. A kernel without THP has
+// no transparent_hugepage directory, but every kernel has /sys/kernel/mm:
+// a tree without it did not keep it, and THP is unknown there.
 func (rd *fileReader) thp() {
+	found := false
 	for _, k := range []string{SysfsTHPEnabled, SysfsTHPDefrag} {
 		if b, ok := rd.readOpt("/sys/" + k); ok {
 			sel, _ := ParseSelection(string(b))
 			rd.f.Sysfs[k] = sel
+			found = true
+		}
+	}
+	if !found {
+		if _, err := rd.r.Stat("/sys/kernel/mm"); err != nil {
+			rd.fail("/sys/kernel/mm", err)
 		}
 	}
 }
@@ -237,7 +247,7 @@ func (rd *fileReader) block() {
 			rd.failGroup("/sys/block/*", err)
 			continue
 		}
-		d := BlockDev{Name: name, NUMANode: -1}
+		d := BlockDev{Name: name, NUMANode: -1, RqAffinity: -1, NrRequests: -1}
 		q := path.Join(base, "queue")
 		if b, ok := rd.readItemAt(q, "scheduler", pat+"scheduler"); ok {
 			d.Scheduler, d.Schedulers = ParseSelection(string(b))

@@ -445,12 +445,33 @@ func RootSpec(ifc *host.Interface) qdisc.Spec {
 	return qdisc.Assemble(entries, nil, ifc.Up).Root
 }
 
+// qdiscsUnknown says why the facts do not know an interface's qdiscs (the
+// netlink dump failed, or there was no netlink at all), or "".
+func qdiscsUnknown(f *host.Facts, ifc *host.Interface) string {
+	for _, src := range []string{"netlink:qdiscs", "netlink:links"} {
+		if e := f.ErrorFor(src); e != "" {
+			return fmt.Sprintf("the qdiscs of %s could not be read (%s: %s)", ifc.Name, src, e)
+		}
+	}
+	return ""
+}
+
 func rootRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
 	c := row(s, "qdisc/"+ifc.Name+"/root")
 	cur := RootSpec(ifc)
 	c.Current = cur.String()
 	spec, note, ok := chooseSpec(f, s)
 	c.Desired = s.Value
+	if why := qdiscsUnknown(f, ifc); why != "" {
+		// The knob needs the current root: lowlat replaces only a tree it
+		// has seen (never another tool's, below).
+		c.Current = Unknown
+		if ok {
+			c.Desired = spec.String()
+		}
+		c.unsupported(why + ": lowlat replaces a root qdisc only after reading it")
+		return c
+	}
 	if !ok {
 		c.unsupported(note)
 		return c
@@ -493,6 +514,11 @@ func IngressValue(f *host.Facts, ifc *host.Interface) string {
 func ingressRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
 	c := row(s, "qdisc/"+ifc.Name+"/ingress")
 	c.Current = IngressValue(f, ifc)
+	if why := qdiscsUnknown(f, ifc); why != "" {
+		c.Current, c.Desired = Unknown, s.Value
+		c.unsupported(why + ": lowlat sets up ingress shaping only after reading the ingress qdisc")
+		return c
+	}
 	if s.Value == "none" {
 		c.Desired = knob.Absent
 		c.decide(c.Current == knob.Absent)
@@ -542,6 +568,12 @@ func routeRows(f *host.Facts, ifaces []*host.Interface, s profile.Setting) []Cha
 		count[fmt.Sprint(r.Table, routeDst(r))]++
 	}
 	var out []Change
+	if e := f.ErrorFor("netlink:routes"); e != "" {
+		c := row(s, "route/*/"+s.Name)
+		c.Current, c.Desired = Unknown, s.Value
+		c.unsupported("the routes could not be read (netlink:routes: " + e + ")")
+		return []Change{c}
+	}
 	for _, r := range f.Routes {
 		if !want[r.Dev] || !tunable(r) {
 			continue
@@ -582,7 +614,15 @@ func sysfsRow(f *host.Facts, s profile.Setting) Change {
 	cur, ok := f.Sysfs[s.Name]
 	if !ok {
 		c.Current = "-"
-		c.unsupported(fmt.Sprintf("/sys/%s does not exist on this host", s.Name))
+		p := "/sys/" + s.Name
+		for _, e := range f.Errors {
+			if p == e.Source || strings.HasPrefix(p, e.Source+"/") {
+				c.Current = Unknown
+				c.unsupported(fmt.Sprintf("%s could not be read (%s: %s)", p, e.Source, e.Err))
+				return c
+			}
+		}
+		c.unsupported(fmt.Sprintf("%s does not exist on this host", p))
 		return c
 	}
 	c.Current = cur

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -113,6 +115,111 @@ func TestHardwareRows(t *testing.T) {
 			c := rowOf(t, p, "irq/*/affinity")
 			if c.Action != Skip || !strings.Contains(c.Reason, tt.want) || strings.Contains(c.Reason, tt.not) {
 				t.Errorf("irq/*/affinity: %s %q; want skip saying %q, not %q", c.Action, c.Reason, tt.want, tt.not)
+			}
+		})
+	}
+}
+
+// failingNetlink is a netlink whose qdisc dump fails, as it does for a
+// reader without the rights or on a kernel that refuses the request.
+type failingNetlink struct{ host.Netlink }
+
+func (failingNetlink) Qdiscs() ([]host.LinkQdisc, error) {
+	return nil, errors.New("dump qdiscs: operation not permitted")
+}
+
+// generatedWith gathers a generated host whose netlink goes through wrap.
+func generatedWith(t *testing.T, s *hostgen.Spec, wrap func(host.Netlink) host.Netlink) *host.Facts {
+	t.Helper()
+	src, err := s.Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Netlink = wrap(src.Netlink)
+	f, err := host.Gather(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestUnknownCurrentValues: where the facts could not read a value, plan
+// shows it as unknown ("?"), says which source failed, and plans a change
+// from it only where the knob does not need it.
+func TestUnknownCurrentValues(t *testing.T) {
+	qdiscsFail := func(t *testing.T) *host.Facts {
+		return generatedWith(t, hostgen.DualI40E(), func(nl host.Netlink) host.Netlink { return failingNetlink{nl} })
+	}
+	nvmeQueue := func(t *testing.T) *host.Facts {
+		return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) {
+			s.Remove = []string{"/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/nr_requests",
+				"/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/rq_affinity"}
+		})
+	}
+	noProcesses := func(t *testing.T) *host.Facts {
+		s := hostgen.DualI40E()
+		src, err := s.Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := src.Root.ReadDirNames("/proc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if n[0] >= '0' && n[0] <= '9' {
+				s.Remove = append(s.Remove, "/proc/"+n)
+			}
+		}
+		return generated(t, s, nil)
+	}
+	noIRQDirs := func(t *testing.T) *host.Facts {
+		return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/irq"} })
+	}
+	tests := []struct {
+		name    string
+		f       func(t *testing.T) *host.Facts
+		profile string
+		iface   string
+		knob    string
+		current string // "" for any
+		action  string
+		want    string // in the reason or the note
+	}{
+		// The root qdisc: the knob needs it (another tool's tree is left
+		// alone), so no change is planned from an unknown one.
+		{"corpus procfs: root qdisc", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "game-udp", "eth0",
+			"qdisc/eth0/root", "?", Skip, "the qdiscs of eth0 could not be read (netlink:qdiscs: no netlink reader)"},
+		{"corpus node_exporter: root qdisc", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }, "capped-uplink", "eth0",
+			"qdisc/eth0/root", "?", Skip, "the qdiscs of eth0 could not be read (netlink:qdiscs: no netlink reader)"},
+		{"generated: root qdisc", qdiscsFail, "game-udp", "eth0",
+			"qdisc/eth0/root", "?", Skip, "(netlink:qdiscs: dump qdiscs: operation not permitted)"},
+		{"generated: ingress qdisc", qdiscsFail, "capped-uplink", "eth0",
+			"qdisc/eth0/ingress", "?", Skip, "(netlink:qdiscs: dump qdiscs: operation not permitted)"},
+		{"corpus procfs: routes", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "live-edge", "eth0",
+			"route/*/initcwnd", "?", Skip, "the routes could not be read (netlink:routes: no netlink reader)"},
+		{"corpus procfs: THP", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "game-udp", "eth0",
+			"sysfs/kernel/mm/transparent_hugepage/enabled", "?", Skip, "could not be read (/sys/kernel/mm: no such file or directory)"},
+		{"corpus node_exporter: ethtool", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }, "game-udp", "eth0",
+			"ethtool/eth0/feature/lro", "?", Skip, "the ethtool settings of eth0 could not be read (no ethtool reader)"},
+		// A block queue file that is missing is unknown, not 0:
+		// nr_requests needs the current depth (its limit), rq_affinity
+		// does not.
+		// Stopping irqbalance needs no knowledge of whether it runs.
+		{"generated: processes unknown", noProcesses, "game-udp", "eth0",
+			"service/irqbalance.service", "?,enabled", Set, "whether irqbalance runs is unknown (/proc: no process directories)"},
+		// Neither does writing an interrupt's affinity.
+		{"generated: affinity unknown", noIRQDirs, "game-udp", "eth0",
+			"irq/27/affinity", "? (i40e-eth0-TxRx-0)", Set, "current affinity unknown"},
+		{"generated: block queue", nvmeQueue, "game-udp", "eth0",
+			"block/nvme0n1/queue", "scheduler=none nr_requests=? rq_affinity=?", Set, "nr_requests left as is"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustPlan(t, tt.f(t), tt.profile, Options{Ifaces: []string{tt.iface}})
+			c := rowOf(t, p, tt.knob)
+			if (tt.current != "" && c.Current != tt.current) || c.Action != tt.action || !strings.Contains(c.Reason+" ["+c.Note+"]", tt.want) {
+				t.Errorf("%s: current %q, %s, %q [%s]; want current %q, %s, saying %q", tt.knob, c.Current, c.Action, c.Reason, c.Note, tt.current, tt.action, tt.want)
 			}
 		})
 	}
