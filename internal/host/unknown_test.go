@@ -203,3 +203,44 @@ func TestHardwareFacts(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockQueueUnknown: a block queue file that is missing is unknown
+// (-1, ""), not 0.
+func TestBlockQueueUnknown(t *testing.T) {
+	type queue struct {
+		sched       string
+		rq, nr      int
+		schedulerOK bool
+	}
+	tests := []struct {
+		name string
+		f    func(t *testing.T) *host.Facts
+		dev  string
+		want queue
+	}{
+		// procfs's md0 has no queue directory; its sda has one.
+		{"corpus procfs md0", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "md0", queue{"", -1, -1, false}},
+		{"corpus procfs sda", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "sda", queue{"bfq", 1, 64, true}},
+		{"generated", func(t *testing.T) *host.Facts {
+			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) {
+				const q = "/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/"
+				s.Remove = []string{q + "nr_requests", q + "rq_affinity", q + "scheduler"}
+			})
+		}, "nvme0n1", queue{"", -1, -1, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.f(t)
+			for _, b := range f.Block {
+				if b.Name == tt.dev {
+					got := queue{b.Scheduler, b.RqAffinity, b.NrRequests, len(b.Schedulers) > 0}
+					if got != tt.want {
+						t.Errorf("%s (-want +got):\n- %+v\n+ %+v", tt.dev, tt.want, got)
+					}
+					return
+				}
+			}
+			t.Fatalf("no block device %s", tt.dev)
+		})
+	}
+}
