@@ -185,6 +185,16 @@ func missingSource(f *host.Facts, needs []string) string {
 	return ""
 }
 
+// notCheckedRow is the row of a check that could not read what it needs to
+// judge: what could not be read, and why.
+func notCheckedRow(id, what, why string) Finding {
+	return Finding{ID: id, Severity: Info, NotChecked: true,
+		Summary:  "not checked: cannot tell " + what + ": " + why,
+		Evidence: map[string]string{"error": why},
+		Fix:      "run lowlat doctor as root, or capture on the host itself",
+	}
+}
+
 // planFindings reports what a profile would still change.
 func planFindings(p *plan.Plan) []Finding {
 	var out []Finding

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -83,6 +85,82 @@ func TestMissingSysctlBlamesItsPath(t *testing.T) {
 				if strings.Contains(f.Summary, "cannot read net.") && strings.Contains(f.Summary, "osrelease") {
 					t.Errorf("%s blames kernel.osrelease: %s", f.ID, f.Summary)
 				}
+			}
+		})
+	}
+}
+
+// failingEthtool is an ethtool whose queries of eth0 fail.
+type failingEthtool struct{ host.Ethtooler }
+
+func (e failingEthtool) Ethtool(iface string) (*host.Ethtool, error) {
+	if iface == "eth0" {
+		return nil, errors.New("ethtool eth0: operation not permitted")
+	}
+	return e.Ethtooler.Ethtool(iface)
+}
+
+// TestCheckWithoutDataIsNotChecked: every check that could not read its
+// data says so in a not-checked row, on real trees and on generated hosts
+// with one file taken away, and is never counted as passed.
+func TestCheckWithoutDataIsNotChecked(t *testing.T) {
+	procfs := func(t *testing.T) *host.Facts { return corpus(t, "procfs") }
+	nodeExporter := func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }
+	without := func(s *hostgen.Spec, paths ...string) func(t *testing.T) *host.Facts {
+		return func(t *testing.T) *host.Facts {
+			return generated(t, s, func(s *hostgen.Spec) { s.Remove = paths })
+		}
+	}
+	ethtoolFails := func(t *testing.T) *host.Facts {
+		src, err := hostgen.DualI40E().Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Ethtool = failingEthtool{src.Ethtool}
+		f, err := host.Gather(context.Background(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	tests := []struct {
+		name string
+		f    func(t *testing.T) *host.Facts
+		id   string
+		want string
+	}{
+		{"corpus procfs", procfs, "kernel-too-old-for-bbr", "cannot read /proc/sys/kernel/osrelease (no such file or directory)"},
+		{"corpus procfs", procfs, "thp-always", "cannot read /sys/kernel/mm (no such file or directory)"},
+		{"corpus procfs", procfs, "nic-lro-on", "the ethtool settings of eth0: ethtool:eth0: no ethtool reader"},
+		{"corpus procfs", procfs, "nic-coalesce-high", "the ethtool settings of eth0"},
+		{"corpus procfs", procfs, "nic-queues-exceed-cpus", "the ethtool settings of eth0"},
+		{"corpus procfs", procfs, "nic-drops", "the drop counters of eth0"},
+		{"corpus procfs", procfs, "nic-numa-remote", "cannot read /sys/devices/system/node/node*/cpulist"},
+		{"corpus procfs", procfs, "nagle-risk", "no socket audit"},
+		{"corpus procfs", procfs, "qdisc-fifo-bufferbloat", "cannot read netlink:qdiscs (no netlink reader)"},
+		{"corpus node_exporter", nodeExporter, "kernel-too-old-for-bbr", "cannot read /proc/sys/kernel/osrelease"},
+		{"corpus node_exporter", nodeExporter, "irq-smt-siblings", "cannot read /sys/devices/system/cpu/cpu*/topology/thread_siblings_list"},
+		{"generated: no /proc/softirqs", without(hostgen.DualI40E(), "/proc/softirqs"), "softirq-imbalance", "cannot read /proc/softirqs (no such file or directory)"},
+		{"generated: no osrelease", without(hostgen.CentOS7(), "/proc/sys/kernel/osrelease"), "kernel-too-old-for-bbr", "cannot read /proc/sys/kernel/osrelease"},
+		{"generated: no sibling list", without(hostgen.DualI40E(), "/sys/devices/system/cpu/cpu3/topology/thread_siblings_list"), "irq-smt-siblings", "thread_siblings_list"},
+		{"generated: no /sys/block", without(hostgen.DualI40E(), "/sys/block"), "nvme-irq-concentrated", "cannot read /sys/block"},
+		{"generated: no /sys/kernel/mm", without(hostgen.DualI40E(), "/sys/kernel/mm"), "thp-always", "cannot read /sys/kernel/mm"},
+		{"generated: no processes", without(hostgen.DualI40E(), "/proc/1", "/proc/2", "/proc/3", "/proc/812", "/proc/1107", "/proc/1290", "/proc/1432"), "irqbalance-running", "cannot read /proc (no process directories)"},
+		{"generated: no kernel config or modules", without(hostgen.DualI40E(), "/boot", "/lib/modules"), "congestion-control", "whether this kernel has BBR"},
+		{"generated: ethtool fails", ethtoolFails, "nic-lro-on", "ethtool:eth0: ethtool eth0: operation not permitted"},
+		{"generated: ethtool fails", ethtoolFails, "nic-coalesce-high", "ethtool:eth0: ethtool eth0: operation not permitted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"/"+tt.id, func(t *testing.T) {
+			f := tt.f(t)
+			r := Run(f, Options{})
+			fs := rows(r, tt.id)
+			found := false
+			for _, x := range fs {
+				found = found || (x.NotChecked && strings.Contains(x.Summary, tt.want))
+			}
+			if !found {
+				t.Errorf("%s: rows %s; want a not-checked row saying %q", tt.id, summaries(fs), tt.want)
 			}
 		})
 	}

@@ -94,7 +94,9 @@ func (rd *fileReader) iface(ifc *Interface, discover bool) {
 				ifc.Stats[e.Name()] = v
 			}
 		}
-	} else if !isNotExist(err) {
+	} else {
+		// Every interface has statistics/: without it the counters are
+		// unknown, not zero.
 		rd.failGroup(pat+"statistics", err)
 	}
 }
