@@ -227,6 +227,10 @@ func TestBadInputExitsUsage(t *testing.T) {
 		{[]string{"apply", "--profile", "capped-uplink", "--dry-run"}, "apply: profile capped-uplink needs parameter rate"},
 		{[]string{"profile", "show", "no-such"}, `profile show: unknown profile "no-such"`},
 		{[]string{"profile", "show", "game-udp", "--set", "no_such=1"}, "--set no_such"},
+		{[]string{"lab", "report", missing}, missing},
+		{[]string{"probe", "compare", missing, notJSON}, missing},
+		{[]string{"probe", "compare", notJSON, notJSON}, "probe compare: "},
+		{[]string{"sockets", "--pid", "999999999"}, "no such process"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
