@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -37,6 +38,11 @@ func newCaptureCmd(env *Env) *cobra.Command {
 func runCapture(ctx context.Context, env *Env, o *captureOptions, args []string) error {
 	if o.out == "" && o.tree == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("capture: -o FILE is required (see 'lowlat capture --help')")}
+	}
+	if o.tree != "" {
+		if ents, err := os.ReadDir(o.tree); err == nil && len(ents) > 0 {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("capture: --tree %s is not empty (nothing was written)", o.tree)}
+		}
 	}
 	f, err := o.src.load(ctx)
 	if err != nil {

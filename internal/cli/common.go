@@ -60,14 +60,15 @@ func (s *factsSource) load(ctx context.Context) (*host.Facts, error) {
 	case s.from != "":
 		f, err := host.Load(s.from)
 		if err != nil {
-			return nil, err
+			// A capture that is missing, malformed or too new: bad input.
+			return nil, &ExitError{Code: ExitUsage, Err: err}
 		}
 		f.Source = "capture:" + s.from
 		return f, nil
 	}
 	src, err := host.OpenRoot(s.root)
 	if err != nil {
-		return nil, err
+		return nil, &ExitError{Code: ExitUsage, Err: err} // no such tree, or a broken one
 	}
 	src.Sockets = s.sockets
 	return host.Gather(ctx, src)

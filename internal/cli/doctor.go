@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,9 +22,11 @@ import (
 
 // doctorHost is the host summary doctor --json embeds.
 type doctorHost struct {
-	Hostname   string   `json:"hostname,omitempty"`
-	Kernel     string   `json:"kernel"`
-	CPUs       int      `json:"cpus"`
+	Hostname string `json:"hostname,omitempty"`
+	Kernel   string `json:"kernel"`
+	// CPUs is how many CPUs the facts list; null when they list none
+	// (the tree or capture lacks /sys/devices/system/cpu).
+	CPUs       *int     `json:"cpus"`
 	NUMANodes  int      `json:"numa_nodes"`
 	Interfaces []string `json:"interfaces"`
 	Congestion string   `json:"congestion_control,omitempty"`
@@ -109,10 +111,12 @@ func runDoctor(ctx context.Context, env *Env, o *doctorOptions, args []string) e
 }
 
 func summarizeHost(f *host.Facts) doctorHost {
-	h := doctorHost{Hostname: f.Hostname, Kernel: f.Kernel.Release, CPUs: len(f.CPUs), NUMANodes: len(f.NUMA),
+	h := doctorHost{Hostname: f.Hostname, Kernel: f.Kernel.Release, NUMANodes: len(f.NUMA),
 		Congestion: f.Sysctls["net.ipv4.tcp_congestion_control"], Source: f.Source, Netns: f.Netns, Tool: version.String(), Interfaces: []string{}}
-	if h.CPUs == 0 {
-		h.CPUs = runtime.NumCPU()
+	// The facts' own CPUs, never this machine's: --root and --from describe
+	// another host.
+	if n := len(f.CPUs); n > 0 {
+		h.CPUs = &n
 	}
 	for _, i := range f.Interfaces {
 		h.Interfaces = append(h.Interfaces, i.Name)
@@ -125,7 +129,11 @@ func summarizeHost(f *host.Facts) doctorHost {
 }
 
 func renderDoctor(env *Env, rep *doctor.Report, h doctorHost, pl *plan.Plan) {
-	fmt.Fprintf(env.Stdout, "lowlat doctor: %s, kernel %s, %d CPUs, %s (%s)\n\n", orDash(h.Hostname), h.Kernel, h.CPUs, strings.Join(h.Interfaces, " "), h.Elapsed)
+	cpus := "?"
+	if h.CPUs != nil {
+		cpus = strconv.Itoa(*h.CPUs)
+	}
+	fmt.Fprintf(env.Stdout, "lowlat doctor: %s, kernel %s, %s CPUs, %s (%s)\n\n", orDash(h.Hostname), orUnknown(h.Kernel), cpus, strings.Join(h.Interfaces, " "), h.Elapsed)
 	counts := map[string]int{}
 	t := report.Table{Header: []string{"severity", "id", "finding"}}
 	for _, f := range rep.Findings {

@@ -146,7 +146,7 @@ func runLabReport(ctx context.Context, env *Env, o *labReportOptions, args []str
 	for _, p := range args {
 		r, err := lab.ReadResult(p)
 		if err != nil {
-			return err
+			return &ExitError{Code: ExitUsage, Err: err} // a file named on the command line
 		}
 		rs = append(rs, r)
 	}

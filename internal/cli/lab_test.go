@@ -59,7 +59,7 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "vm", "first-frame", "--modules", "/x"}, 2, "--modules goes with --kernel"},
 		{[]string{"lab", "vm", "first-frame", "--timeout", "5s"}, 2, "want at least 1m"},
 		{[]string{"lab", "report"}, 2, "missing result FILE"},
-		{[]string{"lab", "report", "/nonexistent.json"}, 1, "/nonexistent.json"},
+		{[]string{"lab", "report", "/nonexistent.json"}, 2, "/nonexistent.json"}, // a named file that is not there: bad input
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -212,7 +212,13 @@ func pinPlan(ctx context.Context, f *host.Facts, pf *planFlags, cpus []int, numa
 			r := &profile.Resolved{Name: "pin", Settings: []profile.Setting{{Key: "irq.placement", Section: "irq", Name: "placement", Value: "numa-local"}}}
 			pl, err = plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})
 		}
-		if err != nil {
+		var ee *ExitError
+		switch {
+		case errors.As(err, &ee):
+			return s, err // bad input, already named
+		case errors.Is(err, plan.ErrUnknownInterface):
+			return s, &ExitError{Code: ExitUsage, Err: fmt.Errorf("pin: %w", err)}
+		case err != nil:
 			return s, fmt.Errorf("pin: %w", err)
 		}
 		ip := pl.Placement

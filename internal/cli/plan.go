@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -43,17 +44,21 @@ func makePlan(ctx context.Context, f *host.Facts, pf *planFlags, cmd string) (*p
 		}
 		var err error
 		if p, err = profile.Load(pf.profile); err != nil {
-			return nil, nil, err
+			return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", cmd, err)}
 		}
 	}
+	// A profile, a --set or a --skip that does not fit is bad input.
 	r, err := profile.Resolve(p, pf.sets, pf.skips...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", cmd, err)}
 	}
 	if r.Has("sockets") {
 		host.GatherSockOps(ctx, f, r.SocketSelectors()...)
 	}
 	pl, err := plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})
+	if errors.Is(err, plan.ErrUnknownInterface) {
+		return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", cmd, err)}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,7 +128,7 @@ func planJSON(pl *plan.Plan) planOut {
 }
 
 func renderPlan(w io.Writer, pl *plan.Plan, color bool) error {
-	fmt.Fprintf(w, "Plan for profile %s on %s (kernel %s), interfaces: %v\n\n", pl.Profile, orDash(pl.Host.Hostname), pl.Host.Kernel, pl.Ifaces)
+	fmt.Fprintf(w, "Plan for profile %s on %s (kernel %s), interfaces: %v\n\n", pl.Profile, orDash(pl.Host.Hostname), orUnknown(pl.Host.Kernel), pl.Ifaces)
 	t := report.Table{Header: []string{"", "knob", "current", "desired", "reason"}}
 	for _, c := range pl.Changes {
 		mark, st := "~", report.Warn

@@ -564,17 +564,19 @@ func newProbeCompareCmd(env *Env) *cobra.Command {
 }
 
 func runProbeCompare(ctx context.Context, env *Env, o *probeCompareOptions, args []string) error {
+	// Both results are named on the command line: one that cannot be read
+	// or compared is bad input.
 	a, err := os.ReadFile(args[0])
 	if err != nil {
-		return fmt.Errorf("probe compare: %w", err)
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("probe compare: %w", err)}
 	}
 	b, err := os.ReadFile(args[1])
 	if err != nil {
-		return fmt.Errorf("probe compare: %w", err)
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("probe compare: %w", err)}
 	}
 	cmp, err := probe.Compare(a, b)
 	if err != nil {
-		return fmt.Errorf("probe compare: %w", err)
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("probe compare: %w", err)}
 	}
 	if o.json {
 		return report.JSON(env.Stdout, cmp)

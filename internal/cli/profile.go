@@ -108,7 +108,7 @@ func newProfileShowCmd(env *Env) *cobra.Command {
 func runProfileShow(ctx context.Context, env *Env, o *profileShowOptions, args []string) error {
 	p, err := profile.Load(args[0])
 	if err != nil {
-		return err
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("profile show: %w", err)}
 	}
 	info := profileInfo{Name: p.Name, Summary: p.Summary, Source: p.Source}
 	for _, pn := range p.ParamNames() {
@@ -124,7 +124,7 @@ func runProfileShow(ctx context.Context, env *Env, o *profileShowOptions, args [
 		}
 	} else {
 		if len(o.sets) > 0 {
-			return rerr
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("profile show: %w", rerr)}
 		}
 		for _, s := range p.Settings {
 			info.Settings = append(info.Settings, settingInfo{Key: s.Key, Value: s.Value, Fallbacks: s.Fallbacks, Why: s.Why, Source: s.Source})

@@ -114,7 +114,7 @@ func runSockets(ctx context.Context, env *Env, o *socketsOptions, args []string)
 	rep, err := sockets.Audit(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, sockets.ErrNoProcess) {
-			return fmt.Errorf("sockets: %w", err)
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("sockets: %w", err)} // --pid names no process
 		}
 		return fmt.Errorf("sockets: %w", err)
 	}

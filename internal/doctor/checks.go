@@ -13,7 +13,7 @@ import (
 // Checks is every check, in report order.
 var Checks = []Check{
 	{ID: "congestion-control", Needs: []string{"sysctl:net.ipv4.tcp_congestion_control"}, Run: checkCongestion},
-	{ID: "kernel-too-old-for-bbr", Run: checkKernelBBR},
+	{ID: "kernel-too-old-for-bbr", Needs: []string{"/proc/sys/kernel/osrelease"}, Run: checkKernelBBR},
 	{ID: "qdisc-fifo-bufferbloat", Needs: []string{"netlink:qdiscs", "netlink:links"}, Run: checkRootQdiscs},
 	{ID: "default-qdisc-fifo", Needs: []string{"sysctl:net.core.default_qdisc"}, Run: checkDefaultQdisc},
 	{ID: "tcp-fastopen-server-off", Needs: []string{"sysctl:net.ipv4.tcp_fastopen"}, Run: checkFastOpen},
@@ -21,8 +21,8 @@ var Checks = []Check{
 	{ID: "send-buffer-small", Needs: []string{"sysctl:net.ipv4.tcp_wmem"}, Run: checkSendBuffer},
 	{ID: "initcwnd-default", Needs: []string{"netlink:routes"}, Run: checkInitcwnd},
 	{ID: "obsolete-sysctl", Needs: []string{"sysctl:net.ipv4.tcp_fastopen"}, Run: checkObsolete},
-	{ID: "thp-always", Run: checkTHP},
-	{ID: "irqbalance-running", Run: checkIRQBalance},
+	{ID: "thp-always", Needs: []string{"/sys/kernel/mm", "/sys/" + host.SysfsTHPEnabled}, Run: checkTHP},
+	{ID: "irqbalance-running", Needs: []string{"/proc"}, Run: checkIRQBalance},
 	{ID: "nic-irq-concentrated", Needs: []string{"/proc/interrupts"}, Run: checkIRQConcentration},
 	{ID: "softnet-drops", Needs: []string{"/proc/net/softnet_stat"}, Run: checkSoftnet},
 	{ID: "listen-overflows", Needs: []string{"/proc/net/netstat"}, Run: checkListenOverflows},
@@ -43,6 +43,10 @@ func checkCongestion(f *host.Facts, _ Options) []Finding {
 		return nil
 	}
 	avail := f.Kernel.CongestionSupport("bbr")
+	if avail == host.Unknown {
+		return []Finding{notCheckedRow("congestion-control", "whether this kernel has BBR",
+			fmt.Sprintf("TCP uses %s, and neither the kernel config nor a module tree says whether BBR exists", cc))}
+	}
 	if !avail.Usable() {
 		return nil // kernel-too-old-for-bbr or no module: reported there
 	}
@@ -118,12 +122,17 @@ func checkDefaultQdisc(f *host.Facts, _ Options) []Finding {
 	if !ok || (dq != "pfifo_fast" && dq != "pfifo") {
 		return nil
 	}
-	want := ""
+	want, unknown := "", false
 	for _, k := range []string{"fq_codel", "fq"} {
 		if f.Kernel.Qdiscs[k].Usable() {
 			want = k
 			break
 		}
+		unknown = unknown || f.Kernel.Qdiscs[k] == host.Unknown || f.Kernel.Qdiscs[k] == ""
+	}
+	if want == "" && unknown {
+		return []Finding{notCheckedRow("default-qdisc-fifo", "whether this kernel has fq_codel or fq",
+			fmt.Sprintf("new qdiscs default to %s, and neither the kernel config nor a module tree says whether an AQM exists", dq))}
 	}
 	if want == "" {
 		return nil
@@ -249,6 +258,10 @@ func checkObsolete(f *host.Facts, _ Options) []Finding {
 			Fix:      "sysctl/net.ipv4.tcp_tw_recycle = 0 (use tcp_tw_reuse = 1 for outgoing connections)",
 			Source:   runbook004,
 		})
+	}
+	if v, ok := num(f, "net.ipv4.tcp_low_latency"); ok && v != 0 && f.Kernel.Major == 0 {
+		out = append(out, notCheckedRow("obsolete-sysctl", "the kernel version",
+			"tcp_low_latency is set, and whether this kernel ignores it (4.14 and later) depends on the version, which is unknown"))
 	}
 	if v, ok := num(f, "net.ipv4.tcp_low_latency"); ok && v != 0 && f.Kernel.AtLeast(4, 14) {
 		out = append(out, Finding{

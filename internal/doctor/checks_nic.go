@@ -24,10 +24,10 @@ func init() {
 		Check{ID: "nic-lro-on", Run: checkLRO},
 		Check{ID: "nic-coalesce-high", Run: checkCoalesce},
 		Check{ID: "nic-queues-exceed-cpus", Run: checkQueues},
-		Check{ID: "irq-smt-siblings", Run: checkSMTSiblings},
-		Check{ID: "nvme-irq-concentrated", Run: checkNVMeConcentration},
-		Check{ID: "softirq-imbalance", Run: checkSoftirq},
-		Check{ID: "nic-numa-remote", Run: checkNUMARemote},
+		Check{ID: "irq-smt-siblings", Needs: []string{"/proc/interrupts", "/sys/devices/system/cpu/cpu*/topology/thread_siblings_list"}, Run: checkSMTSiblings},
+		Check{ID: "nvme-irq-concentrated", Needs: []string{"/proc/interrupts", "/sys/block"}, Run: checkNVMeConcentration},
+		Check{ID: "softirq-imbalance", Needs: []string{"/proc/softirqs"}, Run: checkSoftirq},
+		Check{ID: "nic-numa-remote", Needs: []string{"/sys/devices/system/node", "/sys/devices/system/node/node*/cpulist"}, Run: checkNUMARemote},
 	)
 }
 
@@ -129,6 +129,32 @@ func notSampled(id, why string) []Finding {
 		Fix:      "run lowlat doctor as root on the host itself (the live sample needs ethtool and /proc/PID/task)"}}
 }
 
+// ethtoolUnread lists the physical interfaces (the up ones, with up) whose
+// ethtool settings could not be read, and why: a check that needs them
+// cannot vouch for those.
+func ethtoolUnread(f *host.Facts, up bool) (names []string, why string) {
+	var whys []string
+	for _, ifc := range f.Interfaces {
+		if !ifc.Physical() || (up && !ifc.Up) {
+			continue
+		}
+		if e := f.ErrorFor("ethtool:" + ifc.Name); e != "" {
+			names = append(names, ifc.Name)
+			whys = append(whys, fmt.Sprintf("ethtool:%s: %s", ifc.Name, e))
+		}
+	}
+	return names, strings.Join(whys, "; ")
+}
+
+// withUnread adds to a check's rows the not-checked row of the interfaces
+// it could not read, if any.
+func withUnread(out []Finding, id string, names []string, why string) []Finding {
+	if len(names) == 0 {
+		return out
+	}
+	return append(out, notCheckedRow(id, "the ethtool settings of "+strings.Join(names, ", "), why))
+}
+
 // dropCounterRE matches ethtool -S names that count packets lost by the NIC
 // or its driver, across drivers: rx_missed_errors, rx_no_buffer_count
 // (igb/ixgbe), rx_no_dma_resources, port.rx_dropped and rx_no_desc (i40e),
@@ -143,6 +169,7 @@ func DropCounter(name string) bool {
 
 func checkNICDrops(f *host.Facts, o Options) []Finding {
 	var out []Finding
+	var unread, whys []string
 	s, why := sample(o)
 	for i := range f.Interfaces {
 		ifc := &f.Interfaces[i]
@@ -172,6 +199,10 @@ func checkNICDrops(f *host.Facts, o Options) []Finding {
 			}
 		}
 		if len(total) == 0 && len(now) == 0 {
+			if ifc.Stats == nil && (ifc.Ethtool == nil || ifc.Ethtool.Stats == nil) {
+				unread = append(unread, ifc.Name)
+				whys = append(whys, counterSources(f, ifc.Name))
+			}
 			continue
 		}
 		ev := map[string]string{"interface": ifc.Name, "since_boot": counters(total)}
@@ -207,12 +238,32 @@ func checkNICDrops(f *host.Facts, o Options) []Finding {
 		}
 		out = append(out, Finding{ID: "nic-drops", Severity: Info, Summary: summary, Evidence: ev, Fix: fix, Source: runbook000})
 	}
+	if len(unread) > 0 {
+		out = append(out, notCheckedRow("nic-drops", "the drop counters of "+strings.Join(unread, ", "), strings.Join(whys, "; ")))
+	}
 	if len(out) == 0 {
 		if why := unsampled(o, "ethtool:"); why != "" {
 			return notSampled("nic-drops", why)
 		}
 	}
 	return out
+}
+
+// counterSources says why an interface has neither ethtool nor sysfs
+// counters in the facts.
+func counterSources(f *host.Facts, iface string) string {
+	var parts []string
+	if e := f.ErrorFor("ethtool:" + iface); e != "" {
+		parts = append(parts, "ethtool:"+iface+": "+e)
+	} else {
+		parts = append(parts, "ethtool:"+iface+": no statistics")
+	}
+	if e := f.ErrorFor("/sys/class/net/*/statistics"); e != "" {
+		parts = append(parts, "/sys/class/net/*/statistics: "+e)
+	} else {
+		parts = append(parts, "/sys/class/net/"+iface+"/statistics: none")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func counters(m map[string]uint64) string {
@@ -227,8 +278,11 @@ func counters(m map[string]uint64) string {
 	return strings.Join(parts, " ")
 }
 
-func checkLRO(f *host.Facts, _ Options) []Finding {
-	var out []Finding
+func checkLRO(f *host.Facts, _ Options) (out []Finding) {
+	defer func() {
+		names, why := ethtoolUnread(f, true)
+		out = withUnread(out, "nic-lro-on", names, why)
+	}()
 	for _, ifc := range f.Interfaces {
 		if !ifc.Physical() || !ifc.Up || ifc.Ethtool == nil || !ifc.Ethtool.Features["rx-lro"] {
 			continue
@@ -249,8 +303,11 @@ const (
 	txUsecsHigh = 100
 )
 
-func checkCoalesce(f *host.Facts, _ Options) []Finding {
-	var out []Finding
+func checkCoalesce(f *host.Facts, _ Options) (out []Finding) {
+	defer func() {
+		names, why := ethtoolUnread(f, true)
+		out = withUnread(out, "nic-coalesce-high", names, why)
+	}()
 	for _, ifc := range f.Interfaces {
 		if !ifc.Physical() || !ifc.Up || ifc.Ethtool == nil || ifc.Ethtool.Coalesce == nil {
 			continue
@@ -286,8 +343,11 @@ func planned(f *host.Facts, iface string) *irqplan.NIC {
 	return &p.NICs[0]
 }
 
-func checkQueues(f *host.Facts, _ Options) []Finding {
-	var out []Finding
+func checkQueues(f *host.Facts, _ Options) (out []Finding) {
+	defer func() {
+		names, why := ethtoolUnread(f, true)
+		out = withUnread(out, "nic-queues-exceed-cpus", names, why)
+	}()
 	for _, ifc := range f.Interfaces {
 		if !ifc.Physical() || !ifc.Up || ifc.Ethtool == nil || ifc.Ethtool.Channels == nil {
 			continue
@@ -496,6 +556,9 @@ func checkSoftirq(f *host.Facts, o Options) []Finding {
 func checkNUMARemote(f *host.Facts, o Options) []Finding {
 	if len(f.NUMA) < 2 {
 		return nil
+	}
+	if e := f.ErrorFor("/proc/interrupts"); e != "" {
+		return []Finding{notCheckedRow("nic-numa-remote", "where the NICs' interrupts fire", "/proc/interrupts: "+e)}
 	}
 	nodeOf := map[int]int{}
 	for _, c := range f.CPUs {

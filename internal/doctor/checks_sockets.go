@@ -11,12 +11,13 @@ import (
 )
 
 // The socket checks read Facts.Sockets, which the live gather fills from a
-// socket audit (internal/sockets) and captures keep. Facts without it (a
-// fixture tree, a capture from an older lowlat) have nothing to judge: the
-// checks then report nothing, as for a host without the software.
+// socket audit (internal/sockets) and captures keep. A tree has no live
+// sockets, only proxy configuration files: the Nagle check is not checked
+// there (nor on a capture from an older lowlat), and the proxy checks judge
+// the files alone, as for a host whose proxies do not run.
 func init() {
 	Checks = append(Checks,
-		Check{ID: "nagle-risk", Run: checkNagle},
+		Check{ID: "nagle-risk", Needs: []string{"sockets"}, Run: checkNagle},
 		Check{ID: "proxy-tcp-nodelay", Run: checkProxyNoDelay},
 		Check{ID: "proxy-fastopen", Run: checkProxyFastOpen},
 	)
@@ -25,12 +26,17 @@ func init() {
 // checkNagle reports each process with established connections that lack
 // TCP_NODELAY and send small segments: runbook 001's 85 ms P99, which no
 // sysctl can fix because the option belongs to the application.
-func checkNagle(f *host.Facts, _ Options) []Finding {
-	if f.Sockets == nil {
-		return nil
+func checkNagle(f *host.Facts, _ Options) (out []Finding) {
+	if f.Sockets == nil || !f.Sockets.Live {
+		return []Finding{notCheckedRow("nagle-risk", "which connections lack TCP_NODELAY",
+			"the facts have no socket audit of a running host (a tree, or a capture without one)")}
+	}
+	if e := f.ErrorFor("sockets:options"); e != "" {
+		defer func() {
+			out = append(out, notCheckedRow("nagle-risk", "the options of every socket", "sockets:options: "+e))
+		}()
 	}
 	ext := f.SNMP["TcpExt"]
-	var out []Finding
 	for _, p := range f.Sockets.Processes {
 		if p.SmallWrites == 0 || p.Runtime == "nginx" || p.Runtime == "haproxy" {
 			continue // proxies are judged against their configuration below
@@ -258,7 +264,9 @@ func checkProxyFastOpen(f *host.Facts, o Options) []Finding {
 					Evidence: ev, Fix: "reload or restart " + pc.Kind + " so the kernel's listeners match the configuration", Source: runbook001,
 				})
 			case live.OptionsError != "":
-				// Options unreadable (not root): nothing to compare.
+				// Options unreadable (not root): nothing to compare, and
+				// nothing to vouch for either.
+				out = append(out, notCheckedRow("proxy-fastopen", listenerName(pc, l)+"'s Fast Open queue in the kernel", live.OptionsError))
 			case l.FastOpen > 0 && live.FastOpenQLen != l.FastOpen, l.FastOpen < 0 && live.FastOpenQLen == 0, l.FastOpen == 0 && live.FastOpenQLen > 0:
 				ev["config_fastopen"] = fastOpenText(l.FastOpen)
 				ev["kernel_fastopen_qlen"] = strconv.Itoa(live.FastOpenQLen)

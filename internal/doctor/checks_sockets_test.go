@@ -92,11 +92,18 @@ func TestSocketChecks(t *testing.T) {
 }
 
 // TestSocketChecksWithoutData: facts without a socket audit (fixtures, old
-// captures) and broken proxy configurations never crash the checks.
+// captures) and broken proxy configurations never crash the checks; the
+// Nagle check is then not checked (it cannot pass without sockets), and
+// the proxy checks, with no configuration file, have nothing to judge.
 func TestSocketChecksWithoutData(t *testing.T) {
-	for _, c := range []func(*host.Facts, Options) []Finding{checkNagle, checkProxyNoDelay, checkProxyFastOpen} {
+	for _, c := range []func(*host.Facts, Options) []Finding{checkProxyNoDelay, checkProxyFastOpen} {
 		if got := c(&host.Facts{}, Options{}); len(got) != 0 {
 			t.Errorf("no socket data: %+v", got)
+		}
+	}
+	for _, f := range []*host.Facts{{}, {Sockets: &sockets.Summary{Proxies: []sockets.ProxyConfig{{Kind: "nginx", Path: "/n.conf"}}}}} {
+		if got := checkNagle(f, Options{}); len(got) != 1 || !got[0].NotChecked {
+			t.Errorf("nagle-risk without a live socket audit: %+v, want one not-checked row", got)
 		}
 	}
 	f := &host.Facts{Sockets: &sockets.Summary{Proxies: []sockets.ProxyConfig{{Kind: "nginx", Path: "/n.conf", Errors: []string{"/n.conf:3: unexpected \"}\""}}}}}

@@ -159,29 +159,40 @@ func firstLines(s string, n int) string {
 }
 
 // missingSource returns why a needed source is unreadable, or "". A need
-// "sysctl:NAME" is missing only when that sysctl is absent and some sysctl
-// could not be read (a few are root-only, bpf_jit_*); a sysctl the kernel
-// simply lacks is for the check itself to judge.
+// "sysctl:NAME" is missing only when that sysctl is absent and a read error
+// on its path, or a directory above it, explains why; a sysctl the kernel
+// simply lacks is for the check itself to judge. Other needs name a source
+// as recorded in Facts.Errors; one ending in "/" or ":" covers every source
+// below it ("ethtool:" every interface's).
 func missingSource(f *host.Facts, needs []string) string {
 	for _, n := range needs {
 		if name, ok := strings.CutPrefix(n, "sysctl:"); ok {
 			if _, present := f.Sysctls[name]; present {
 				continue
 			}
-			for _, e := range f.Errors {
-				if strings.HasPrefix(e.Source, "/proc/sys") {
-					return fmt.Sprintf("cannot read %s (%s: %s)", name, e.Source, e.Err)
-				}
+			if e := host.SysctlError(f, name); e != "" {
+				return fmt.Sprintf("cannot read %s (%s)", name, e)
 			}
 			continue
 		}
 		for _, e := range f.Errors {
-			if e.Source == n || strings.HasPrefix(e.Source, n) {
+			prefix := strings.HasSuffix(n, "/") || strings.HasSuffix(n, ":")
+			if e.Source == n || (prefix && strings.HasPrefix(e.Source, n)) {
 				return fmt.Sprintf("cannot read %s (%s)", e.Source, e.Err)
 			}
 		}
 	}
 	return ""
+}
+
+// notCheckedRow is the row of a check that could not read what it needs to
+// judge: what could not be read, and why.
+func notCheckedRow(id, what, why string) Finding {
+	return Finding{ID: id, Severity: Info, NotChecked: true,
+		Summary:  "not checked: cannot tell " + what + ": " + why,
+		Evidence: map[string]string{"error": why},
+		Fix:      "run lowlat doctor as root, or capture on the host itself",
+	}
 }
 
 // planFindings reports what a profile would still change.

@@ -11,13 +11,30 @@ const sysCPU = "/sys/devices/system/cpu"
 
 // cpus reads CPU topology: which CPUs are online, core, package and SMT
 // siblings of each, NUMA nodes, cpufreq governors and isolated CPUs.
+//
+// Which CPUs are online comes from the kernel's online list; without it,
+// from the offline list (present CPUs not in it are online); without
+// either, from each CPU's own online file, and a CPU without one is online:
+// the kernel leaves the file out exactly for the CPUs that cannot be
+// unplugged (cpu0 on most x86 machines).
 func (rd *fileReader) cpus() {
 	f := rd.f
+	var offline []int
+	listed, offlineListed := false, false
 	if b, ok := rd.read(sysCPU + "/online"); ok {
 		if l, err := ParseCPUList(string(b)); err != nil {
 			rd.fail(sysCPU+"/online", err)
 		} else {
-			rd.online = l
+			rd.online, listed = l, true
+		}
+	}
+	if !listed {
+		if b, ok := rd.readOpt(sysCPU + "/offline"); ok {
+			if l, err := ParseCPUList(string(b)); err != nil {
+				rd.fail(sysCPU+"/offline", err)
+			} else {
+				offline, offlineListed = l, true
+			}
 		}
 	}
 	dir, ents, err := rd.r.readDirResolved(sysCPU)
@@ -33,15 +50,28 @@ func (rd *fileReader) cpus() {
 	}
 	sort.Ints(ids)
 	nodeOf := rd.numa()
+	var online []int
 	for _, id := range ids {
 		c := CPU{ID: id, Core: -1, Package: -1, Node: -1}
 		cdir := path.Join(dir, "cpu"+strconv.Itoa(id))
-		if rd.online != nil {
+		switch {
+		case listed:
 			c.Online = slices.Contains(rd.online, id)
-		} else if b, err := rd.r.readAt(cdir, "online"); err == nil {
-			c.Online = trimValue(b) == "1"
-		} else {
-			c.Online = id == 0 // cpu0 has no online file where it cannot go offline
+		case offlineListed:
+			c.Online = !slices.Contains(offline, id)
+		default:
+			b, err := rd.r.readAt(cdir, "online")
+			switch {
+			case err == nil:
+				c.Online = trimValue(b) == "1"
+			case isNotExist(err):
+				c.Online = true // no online file: this CPU cannot be unplugged
+			default:
+				rd.failGroup(sysCPU+"/cpu*/online", err)
+			}
+		}
+		if c.Online {
+			online = append(online, id)
 		}
 		// Offline CPUs lose their topology directory on some kernels.
 		if n, ok := rd.intAt(cdir, "topology/core_id", sysCPU+"/cpu*/topology/core_id"); ok {
@@ -52,6 +82,12 @@ func (rd *fileReader) cpus() {
 		}
 		if l, ok := rd.cpuListAt(cdir, "topology/thread_siblings_list", sysCPU+"/cpu*/topology/thread_siblings_list"); ok {
 			c.Siblings = l
+		} else if c.Online {
+			// An online CPU always has its siblings list: without it, SMT
+			// is unknown here.
+			if _, err := rd.r.readAt(cdir, "topology/thread_siblings_list"); isNotExist(err) {
+				rd.failGroup(sysCPU+"/cpu*/topology/thread_siblings_list", err)
+			}
 		}
 		if n, ok := nodeOf[id]; ok {
 			c.Node = n
@@ -62,6 +98,9 @@ func (rd *fileReader) cpus() {
 			c.Governor = trimValue(b)
 		}
 		f.CPUs = append(f.CPUs, c)
+	}
+	if !listed {
+		rd.online = online // softnet_stat rows follow the online CPUs
 	}
 	if b, ok := rd.readOpt(sysCPU + "/isolated"); ok {
 		if l, err := ParseCPUList(string(b)); err != nil {
@@ -92,6 +131,11 @@ func (rd *fileReader) numa() map[int]int {
 		}
 		cpus, ok := rd.cpuListAt(path.Join(dir, e.Name()), "cpulist", sysNode+"/node*/cpulist")
 		if !ok {
+			// Every node lists its CPUs: a node without the list is a
+			// tree that lost it, and the node's CPUs are unknown.
+			if _, err := rd.r.readAt(path.Join(dir, e.Name()), "cpulist"); isNotExist(err) {
+				rd.failGroup(sysNode+"/node*/cpulist", err)
+			}
 			continue
 		}
 		rd.f.NUMA = append(rd.f.NUMA, NUMANode{ID: id, CPUs: cpus})

@@ -181,9 +181,11 @@ type Interface struct {
 	Stats      map[string]uint64 `json:"stats,omitempty"` // /sys/class/net/X/statistics
 }
 
-// Physical reports whether the interface is backed by a device (not lo, veth, ifb...).
+// Physical reports whether the interface is backed by a device (not lo, veth,
+// ifb...): it has a driver, or at least a device in sysfs (a NIC whose
+// driver link is missing is still hardware, with its driver unknown).
 func (i Interface) Physical() bool {
-	return !i.Loopback && i.Kind == "" && i.Driver != ""
+	return !i.Loopback && i.Kind == "" && (i.Driver != "" || i.Device != "")
 }
 
 // Qdisc is one queueing discipline as the kernel reports it.
@@ -317,7 +319,9 @@ type IRQBalance struct {
 	UnitFile string `json:"unit_file,omitempty"`
 }
 
-// BlockDev is a block device's queue settings (NVMe tuning).
+// BlockDev is a block device's queue settings (NVMe tuning). A setting
+// that could not be read is unknown: Scheduler "", RqAffinity and
+// NrRequests -1.
 type BlockDev struct {
 	Name      string `json:"name"`
 	Scheduler string `json:"scheduler"`

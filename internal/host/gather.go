@@ -247,14 +247,18 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // gatherEthtool asks ethtool about each non-loopback interface. A driver that
-// answers nothing (nil) is normal; an error is recorded per interface.
+// answers nothing (nil) is normal; an error, or having no ethtool reader at
+// all, is recorded per interface.
 func gatherEthtool(ctx context.Context, f *Facts, et Ethtooler) {
-	if et == nil {
-		return
-	}
 	for i := range f.Interfaces {
 		ifc := &f.Interfaces[i]
 		if ifc.Loopback || ctx.Err() != nil {
+			continue
+		}
+		if et == nil {
+			// A tree without a netlink record: its NIC settings are
+			// unknown, which is not the same as a driver that has none.
+			f.Errors = append(f.Errors, FactError{Source: "ethtool:" + ifc.Name, Err: "no ethtool reader"})
 			continue
 		}
 		e, err := et.Ethtool(ifc.Name)

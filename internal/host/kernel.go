@@ -74,12 +74,18 @@ func (m moduleIndex) has(name string) bool { return m.files[name] || m.loaded[na
 
 func (rd *fileReader) kernelBasics() {
 	k := &rd.f.Kernel
-	k.Release = rd.f.Sysctls["kernel.osrelease"]
-	if k.Release == "" {
-		rd.fail("/proc/sys/kernel/osrelease", errors.New("missing"))
-	} else if maj, min, patch, err := ParseKernelRelease(k.Release); err != nil {
-		rd.fail("/proc/sys/kernel/osrelease", err)
-	} else {
+	// kernel.osrelease was read with the sysctls, its failure recorded there.
+	rel, read := rd.f.Sysctls["kernel.osrelease"]
+	k.Release = rel
+	switch {
+	case read && rel == "":
+		rd.fail("/proc/sys/kernel/osrelease", errors.New("empty"))
+	case read:
+		maj, min, patch, err := ParseKernelRelease(rel)
+		if err != nil {
+			rd.fail("/proc/sys/kernel/osrelease", err)
+			break
+		}
 		k.Major, k.Minor, k.Patch = maj, min, patch
 	}
 	if b, ok := rd.read("/proc/version"); ok {
@@ -104,6 +110,13 @@ func (rd *fileReader) kernelSupport() {
 		k.CongestionAvailable = strings.Fields(s)
 	}
 	rd.kernelConfig()
+	if k.Config["CONFIG_NUMA"] == "y" && len(rd.f.NUMA) == 0 && rd.f.ErrorFor("/sys/devices/system/node") == "" {
+		// A NUMA kernel always lists its nodes: a tree without them lost
+		// them, and which CPUs share a node is unknown.
+		if _, err := rd.r.Stat("/sys/devices/system/node"); err != nil {
+			rd.fail("/sys/devices/system/node", err)
+		}
+	}
 	rd.modules()
 	k.CongestionModules = rd.congestionModules()
 	inUse := map[string]bool{}

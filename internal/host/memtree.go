@@ -77,7 +77,7 @@ func (m *MemTree) lstat(p string) (fs.FileInfo, error) {
 	if b, ok := m.files[p]; ok {
 		return memInfo{name: path.Base(p), mode: 0o644, size: int64(len(b))}, nil
 	}
-	return nil, fs.ErrNotExist
+	return nil, errNotExist
 }
 
 func (m *MemTree) readlink(p string) (string, error) {
@@ -100,7 +100,7 @@ func (m *MemTree) readFile(p string) ([]byte, error) {
 	if _, ok := m.links[p]; ok {
 		return nil, errLoop
 	}
-	return nil, fs.ErrNotExist
+	return nil, errNotExist
 }
 
 func (m *MemTree) readDir(p string) ([]fs.DirEntry, error) {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,7 +13,9 @@ const sysNet = "/sys/class/net"
 
 // interfaces adds sysfs details to f's interfaces. When f has none (no netlink
 // source), every interface in /sys/class/net is listed and its basic link
-// facts come from sysfs too.
+// facts come from sysfs too. Only directories there are interfaces (links
+// to them in /sys/devices): the bonding driver keeps a file,
+// bonding_masters, beside them.
 func (rd *fileReader) interfaces() {
 	f := rd.f
 	discover := len(f.Interfaces) == 0
@@ -23,6 +26,12 @@ func (rd *fileReader) interfaces() {
 			return
 		}
 		for _, e := range ents {
+			if !e.IsDir() {
+				fi, err := rd.r.Stat(path.Join(sysNet, e.Name()))
+				if err != nil || !fi.IsDir() {
+					continue
+				}
+			}
 			f.Interfaces = append(f.Interfaces, Interface{Name: e.Name(), NUMANode: -1})
 		}
 	}
@@ -54,7 +63,15 @@ func (rd *fileReader) iface(ifc *Interface, discover bool) {
 	if discover {
 		rd.linkBasics(ifc, base)
 	}
-	if dev, err := rd.r.EvalSymlinks(base + "/device"); err == nil {
+	dev, err := rd.r.EvalSymlinks(base + "/device")
+	if err != nil && strings.HasPrefix(base, "/sys/devices/") && !strings.HasPrefix(base, "/sys/devices/virtual/") &&
+		path.Base(path.Dir(base)) == "net" {
+		// The kernel puts an interface's directory in its device's net/
+		// (virtual ones in /sys/devices/virtual/net): where a tree lost
+		// the device link, the place still says which device it is.
+		dev, err = path.Dir(path.Dir(base)), nil
+	}
+	if err == nil {
 		rd.device(ifc, dev)
 		if n, ok := rd.intAt(base, "speed", pat+"speed", syscall.EINVAL); ok && n > 0 {
 			ifc.SpeedMbps = n
@@ -77,7 +94,9 @@ func (rd *fileReader) iface(ifc *Interface, discover bool) {
 				ifc.Stats[e.Name()] = v
 			}
 		}
-	} else if !isNotExist(err) {
+	} else {
+		// Every interface has statistics/: without it the counters are
+		// unknown, not zero.
 		rd.failGroup(pat+"statistics", err)
 	}
 }
@@ -110,7 +129,9 @@ func (rd *fileReader) linkBasics(ifc *Interface, base string) {
 
 // device fills driver, bus and the PCI function's NUMA node, local CPUs and
 // MSI vectors. virtio-net's device is the virtio device; its vectors and node
-// belong to the PCI function above it.
+// belong to the PCI function above it. A device without a driver link (none
+// bound, or a tree that did not keep it) is still hardware; its driver is
+// unknown.
 func (rd *fileReader) device(ifc *Interface, dev string) {
 	ifc.Device = path.Base(dev)
 	ifc.Driver = rd.linkBase(dev + "/driver")
@@ -119,6 +140,9 @@ func (rd *fileReader) device(ifc *Interface, dev string) {
 	if pci == "" {
 		return
 	}
+	if ifc.Bus == "" && pci == dev {
+		ifc.Bus = "pci"
+	}
 	if ifc.BusInfo == "" {
 		ifc.BusInfo = path.Base(pci)
 	}
@@ -126,15 +150,26 @@ func (rd *fileReader) device(ifc *Interface, dev string) {
 }
 
 // pciFunction returns the PCI device at or above resolved sysfs device path
-// dev, or "".
+// dev, or "". A device is a PCI function by its subsystem link or, where
+// that link is missing, by its place: named by a PCI address below a PCI
+// root (/sys/devices/pci0000:00/...), which is where the kernel puts PCI
+// devices and nothing else.
 func (rd *fileReader) pciFunction(dev string) string {
 	for p, i := dev, 0; i < 6 && strings.HasPrefix(p, "/sys/devices/"); p, i = path.Dir(p), i+1 {
-		if rd.linkBase(p+"/subsystem") == "pci" {
+		switch rd.linkBase(p + "/subsystem") {
+		case "pci":
 			return p
+		case "":
+			if pciAddr.MatchString(path.Base(p)) && strings.HasPrefix(p, "/sys/devices/pci") {
+				return p
+			}
 		}
 	}
 	return ""
 }
+
+// pciAddr matches a PCI function's name in sysfs: domain:bus:device.function.
+var pciAddr = regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
 // pciFacts reads a PCI function's numa_node, local_cpulist and msi_irqs.
 func (rd *fileReader) pciFacts(pci string) (node int, local []int, msi []int) {
@@ -159,9 +194,9 @@ func (rd *fileReader) queues(ifc *Interface, base string, discover bool) {
 	pat := sysNet + "/*/queues/"
 	dir, ents, err := rd.r.readDirResolved(base + "/queues")
 	if err != nil {
-		if !isNotExist(err) {
-			rd.failGroup(sysNet+"/*/queues", err)
-		}
+		// Every interface has a queues directory: without it (a tree that
+		// lost it) RPS and XPS are unknown, not unset.
+		rd.failGroup(sysNet+"/*/queues", err)
 		return
 	}
 	var nrx, ntx int

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 )
@@ -53,6 +54,11 @@ type StaticNetlink struct {
 	QdiscList []LinkQdisc         `json:"qdiscs"`
 	RouteList []Route             `json:"routes"`
 	EthtoolBy map[string]*Ethtool `json:"ethtool,omitempty"`
+	// Errors keeps what the captured host could not read, so a tree read
+	// back says "unreadable" where the host did, never "empty": "links",
+	// "qdiscs" and "routes" for the netlink dumps, "ethtool:IFACE" per
+	// interface. A list with an error is not read.
+	Errors map[string]string `json:"errors,omitempty"`
 }
 
 // LoadStaticNetlink reads a StaticNetlink JSON file.
@@ -68,9 +74,40 @@ func LoadStaticNetlink(path string) (*StaticNetlink, error) {
 	return &s, nil
 }
 
-func (s *StaticNetlink) Links() ([]Link, error)       { return s.LinkList, nil }
-func (s *StaticNetlink) Qdiscs() ([]LinkQdisc, error) { return s.QdiscList, nil }
-func (s *StaticNetlink) Routes() ([]Route, error)     { return s.RouteList, nil }
+// recorded returns the recorded error of source, or nil.
+func (s *StaticNetlink) recorded(source string) error {
+	if e, ok := s.Errors[source]; ok {
+		return errors.New(e)
+	}
+	return nil
+}
 
-// Ethtool returns the recorded ethtool facts; interfaces without a record have none.
-func (s *StaticNetlink) Ethtool(iface string) (*Ethtool, error) { return s.EthtoolBy[iface], nil }
+func (s *StaticNetlink) Links() ([]Link, error) {
+	if err := s.recorded("links"); err != nil {
+		return nil, err
+	}
+	return s.LinkList, nil
+}
+
+func (s *StaticNetlink) Qdiscs() ([]LinkQdisc, error) {
+	if err := s.recorded("qdiscs"); err != nil {
+		return nil, err
+	}
+	return s.QdiscList, nil
+}
+
+func (s *StaticNetlink) Routes() ([]Route, error) {
+	if err := s.recorded("routes"); err != nil {
+		return nil, err
+	}
+	return s.RouteList, nil
+}
+
+// Ethtool returns the recorded ethtool facts, or the recorded failure;
+// interfaces without either have none (the driver answers nothing).
+func (s *StaticNetlink) Ethtool(iface string) (*Ethtool, error) {
+	if err := s.recorded("ethtool:" + iface); err != nil {
+		return nil, err
+	}
+	return s.EthtoolBy[iface], nil
+}

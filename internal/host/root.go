@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -257,6 +258,9 @@ func (r Root) ReadDirNames(p string) ([]string, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: clean(p), Err: underlying(err)}
 	}
+	if !r.Live() {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == TreeKeepFile })
+	}
 	return names, nil
 }
 
@@ -324,8 +328,14 @@ func (r Root) EvalSymlinks(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.lstat(rp); err != nil {
+	fi, err := r.lstat(rp)
+	if err != nil {
 		return "", &fs.PathError{Op: "lstat", Path: clean(p), Err: underlying(err)}
+	}
+	// The target's existence is a fact (an empty device directory still
+	// says the interface has a device): a capture keeps it.
+	if r.rec != nil && fi.IsDir() {
+		r.rec.dir(rp)
 	}
 	return rp, nil
 }
@@ -432,9 +442,12 @@ func sortedKeys[V any](m map[string]V) []string {
 // to a MemTree.
 
 var (
-	errIsDir  error = syscall.EISDIR
-	errLoop   error = syscall.ELOOP
-	errNotDir error = syscall.ENOTDIR
+	// errNotExist is ENOENT, as a tree on disk says it: a MemTree's errors
+	// read the same.
+	errNotExist error = syscall.ENOENT
+	errIsDir    error = syscall.EISDIR
+	errLoop     error = syscall.ELOOP
+	errNotDir   error = syscall.ENOTDIR
 )
 
 func (r Root) lstat(rp string) (fs.FileInfo, error) {
@@ -462,5 +475,9 @@ func (r Root) readDirAt(rp string) ([]fs.DirEntry, error) {
 	if r.mem != nil {
 		return r.mem.readDir(rp)
 	}
-	return os.ReadDir(r.osPath(rp))
+	ents, err := os.ReadDir(r.osPath(rp))
+	if r.Live() {
+		return ents, err
+	}
+	return slices.DeleteFunc(ents, func(e fs.DirEntry) bool { return e.Name() == TreeKeepFile }), err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -110,14 +111,6 @@ func captureTree(r Root, dstDir string) (*Facts, error) {
 	if err := rec.writeTree(dstDir); err != nil {
 		return nil, fmt.Errorf("capture tree %s: %w", dstDir, err)
 	}
-	// systemd is detected by a directory: keep it when the tree travels
-	// through git or an archiver that drops empty directories.
-	if f.Systemd {
-		keep := filepath.Join(dstDir, "run", "systemd", "system", TreeKeepFile)
-		if err := os.WriteFile(keep, []byte(TreeKeepText), 0o644); err != nil {
-			return nil, fmt.Errorf("capture tree %s: %w", dstDir, err)
-		}
-	}
 	// Keep read-only sysctls read-only in the tree, so reading it back tells
 	// the same story (a namespace's read-only net.core limits).
 	for _, name := range f.ReadOnlySysctls {
@@ -159,6 +152,21 @@ func (rc *recorder) writeTree(dst string) error {
 			return err
 		}
 	}
+	// A directory can be a fact by its existence alone (/run/systemd/system
+	// says systemd runs, an empty device directory that a NIC has one):
+	// keep empty ones when the tree travels through git or an archiver
+	// that drops them. Readers of a tree do not list the keep file.
+	for _, d := range sortedKeys(rc.dirs) {
+		ents, err := os.ReadDir(osPath(d))
+		if err != nil {
+			return err
+		}
+		if len(ents) == 0 {
+			if err := os.WriteFile(filepath.Join(osPath(d), TreeKeepFile), []byte(TreeKeepText), 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	for _, p := range sortedKeys(rc.links) {
 		target := rc.links[p]
 		if path.IsAbs(target) {
@@ -181,17 +189,45 @@ func (rc *recorder) writeTree(dst string) error {
 }
 
 // StaticNetlinkFrom turns gathered facts back into the netlink/ethtool
-// stand-in file format, so a capture tree can carry them.
+// stand-in file format, so a capture tree can carry them. What the facts
+// could not read is written as that failure, not as an empty list: a tree
+// read back must say what the host said.
 func StaticNetlinkFrom(f *Facts) *StaticNetlink {
 	s := &StaticNetlink{RouteList: append([]Route(nil), f.Routes...), LinkList: []Link{}, QdiscList: []LinkQdisc{}}
+	for _, e := range f.Errors {
+		if src, ok := strings.CutPrefix(e.Source, "netlink:"); ok || strings.HasPrefix(e.Source, "ethtool:") {
+			if !ok {
+				src = e.Source
+			}
+			if s.Errors == nil {
+				s.Errors = map[string]string{}
+			}
+			s.Errors[src] = e.Err
+		}
+	}
+	if _, ok := s.Errors["routes"]; ok {
+		s.RouteList = nil
+	}
+	if _, ok := s.Errors["qdiscs"]; ok {
+		s.QdiscList = nil
+	}
+	_, noLinks := s.Errors["links"]
+	if noLinks {
+		// The interfaces came from sysfs, which the tree carries itself.
+		s.LinkList = nil
+	}
 	for _, ifc := range f.Interfaces {
-		s.LinkList = append(s.LinkList, Link{
-			Name: ifc.Name, Index: ifc.Index, Kind: ifc.Kind, MTU: ifc.MTU, TxQueueLen: ifc.TxQueueLen,
-			NumTxQueues: ifc.NumTxQueues, NumRxQueues: ifc.NumRxQueues, OperState: ifc.OperState,
-			Up: ifc.Up, Loopback: ifc.Loopback, MAC: ifc.MAC,
-		})
-		for _, q := range ifc.qdiscs() {
-			s.QdiscList = append(s.QdiscList, LinkQdisc{Ifindex: ifc.Index, Qdisc: q})
+		if !noLinks {
+			s.LinkList = append(s.LinkList, Link{
+				Name: ifc.Name, Index: ifc.Index, Kind: ifc.Kind, MTU: ifc.MTU, TxQueueLen: ifc.TxQueueLen,
+				NumTxQueues: ifc.NumTxQueues, NumRxQueues: ifc.NumRxQueues, OperState: ifc.OperState,
+				Up: ifc.Up, Loopback: ifc.Loopback, MAC: ifc.MAC,
+			})
+		}
+		if s.QdiscList != nil {
+			for _, q := range ifc.qdiscs() {
+				s.QdiscList = append(s.QdiscList, LinkQdisc{Ifindex: ifc.Index, Qdisc: q})
+			}
 		}
 		if ifc.Ethtool != nil {
 			if s.EthtoolBy == nil {
@@ -216,9 +252,10 @@ func WriteStaticNetlink(dir string, f *Facts) error {
 	return nil
 }
 
-// TreeKeepFile is written into directories of a captured tree that matter by
-// their existence alone (/run/systemd/system), so they survive git and
-// archivers that drop empty directories.
+// TreeKeepFile is written into the empty directories of a captured tree
+// (they matter by their existence alone: /run/systemd/system), so they
+// survive git and archivers that drop empty directories. Listing a tree's
+// directory leaves it out.
 const TreeKeepFile = ".lowlat-keep"
 
 // TreeKeepText is its content.

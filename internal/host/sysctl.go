@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
+	"syscall"
 )
 
 // extraSysctls are the non-net sysctls profiles and doctor look at.
@@ -39,10 +41,38 @@ func SysctlPath(name string) string {
 
 func (rd *fileReader) extraSysctls() {
 	for _, name := range extraSysctls {
-		if b, ok := rd.readOpt(SysctlPath(name)); ok {
+		read := rd.readOpt
+		if name == "kernel.osrelease" {
+			// Every kernel has it: its absence is a fact lost.
+			read = func(p string, _ ...syscall.Errno) ([]byte, bool) { return rd.read(p) }
+		}
+		if b, ok := read(SysctlPath(name)); ok {
 			rd.f.Sysctls[name] = trimValue(b)
 		}
 	}
+}
+
+// netSysctlDirs are the /proc/sys/net directories every kernel with TCP/IP
+// has, in every network namespace: a tree without them lost them.
+var netSysctlDirs = []string{"core", "ipv4"}
+
+// SysctlError returns the recorded read error that explains why sysctl
+// name is not in f, as "SOURCE: ERROR", or "" when nothing kept it from
+// being read (the kernel does not have it). Only an error on the sysctl's
+// own path or a directory above it counts: a kernel/osrelease that could
+// not be read says nothing about net.core.somaxconn.
+func SysctlError(f *Facts, name string) string {
+	p := SysctlPath(name)
+	for _, e := range f.Errors {
+		src := e.Source
+		if dir, ok := strings.CutSuffix(src, "/**"); ok {
+			src = dir
+		}
+		if p == src || strings.HasPrefix(p, src+"/") {
+			return e.Source + ": " + e.Err
+		}
+	}
+	return ""
 }
 
 // walkSysctls reads every readable file below dir. Write-only entries (route
@@ -56,6 +86,13 @@ func (rd *fileReader) walkSysctls(dir, name string) {
 			rd.fail(dir, err)
 		}
 		return
+	}
+	if dir == "/proc/sys/net" {
+		for _, sub := range netSysctlDirs {
+			if !slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.Name() == sub && e.IsDir() }) {
+				rd.fail(path.Join(dir, sub), errNotExist)
+			}
+		}
 	}
 	for _, e := range ents {
 		n := e.Name()

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"os"
 	"path"
 	"strconv"
@@ -13,11 +14,21 @@ const (
 	SysfsTHPDefrag  = "kernel/mm/transparent_hugepage/defrag"
 )
 
+// thp reads the transparent huge page settings. A kernel without THP has
+// no transparent_hugepage directory, but every kernel has /sys/kernel/mm:
+// a tree without it did not keep it, and THP is unknown there.
 func (rd *fileReader) thp() {
+	found := false
 	for _, k := range []string{SysfsTHPEnabled, SysfsTHPDefrag} {
 		if b, ok := rd.readOpt("/sys/" + k); ok {
 			sel, _ := ParseSelection(string(b))
 			rd.f.Sysfs[k] = sel
+			found = true
+		}
+	}
+	if !found {
+		if _, err := rd.r.Stat("/sys/kernel/mm"); err != nil {
+			rd.fail("/sys/kernel/mm", err)
 		}
 	}
 }
@@ -82,11 +93,14 @@ func (rd *fileReader) irqbalance() {
 		// irqbalance one matters, and the rest is private.
 		quiet := rd.r
 		quiet.rec = nil
-		pid := -1
+		pid, lowest := -1, -1
 		for _, n := range names {
 			id, err := strconv.Atoi(n)
 			if err != nil {
 				continue
+			}
+			if lowest < 0 || id < lowest {
+				lowest = id
 			}
 			b, err := quiet.ReadFile("/proc/" + n + "/comm")
 			if err != nil {
@@ -95,6 +109,16 @@ func (rd *fileReader) irqbalance() {
 			if strings.TrimSpace(string(b)) == "irqbalance" && (pid < 0 || id < pid) {
 				pid = id
 			}
+		}
+		switch {
+		case lowest < 0:
+			// Every host has processes: a /proc without any is a tree that
+			// did not keep them, and says nothing about irqbalance.
+			rd.fail("/proc", errors.New("no process directories"))
+		case pid < 0 && rd.r.rec != nil:
+			// A capture keeps one process directory (not its files), so
+			// the copy too has processes, none of them irqbalance.
+			rd.r.rec.dir("/proc/" + strconv.Itoa(lowest))
 		}
 		if pid > 0 {
 			ib.Running, ib.PID = true, pid
@@ -207,9 +231,7 @@ func (rd *fileReader) unitFileState(unit string) string {
 func (rd *fileReader) block() {
 	ents, err := rd.r.ReadDir("/sys/block")
 	if err != nil {
-		if !isNotExist(err) {
-			rd.fail("/sys/block", err)
-		}
+		rd.fail("/sys/block", err) // every kernel has it
 		return
 	}
 	const pat = "/sys/block/*/queue/"
@@ -223,7 +245,7 @@ func (rd *fileReader) block() {
 			rd.failGroup("/sys/block/*", err)
 			continue
 		}
-		d := BlockDev{Name: name, NUMANode: -1}
+		d := BlockDev{Name: name, NUMANode: -1, RqAffinity: -1, NrRequests: -1}
 		q := path.Join(base, "queue")
 		if b, ok := rd.readItemAt(q, "scheduler", pat+"scheduler"); ok {
 			d.Scheduler, d.Schedulers = ParseSelection(string(b))

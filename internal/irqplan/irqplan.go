@@ -345,6 +345,9 @@ func Make(f *host.Facts, o Options) (*Plan, error) {
 			}
 			if len(ioIRQs) == 0 {
 				n.Skip = ctrl + " has no I/O queue interrupts in /proc/interrupts"
+				if e := f.ErrorFor("/proc/interrupts"); e != "" {
+					n.Skip = fmt.Sprintf("%s's I/O queue interrupts are unknown: /proc/interrupts could not be read (%s)", ctrl, e)
+				}
 				nvmes = append(nvmes, n)
 				continue
 			}
@@ -510,6 +513,9 @@ func planNIC(f *host.Facts, t *topo, o Options, ifc *host.Interface, cores []int
 	}
 	if len(qnums) == 0 {
 		n.Skip = fmt.Sprintf("%s has no queue interrupts in /proc/interrupts (the interface is down, or its driver names them in a way lowlat does not know)", ifc.Name)
+		if e := f.ErrorFor("/proc/interrupts"); e != "" {
+			n.Skip = fmt.Sprintf("%s's queue interrupts are unknown: /proc/interrupts could not be read (%s)", ifc.Name, e)
+		}
 		return n, nil
 	}
 	// One queue interrupt per CPU: queue i on the i-th CPU of the pool.

@@ -30,6 +30,11 @@ func autorateRows(f *host.Facts, ifaces []*host.Interface, s profile.Setting, ro
 			continue
 		}
 		c.Desired = p.String()
+		if why := qdiscsUnknown(f, ifc); why != "" && !plansShaper(roots, ifc.Name) {
+			c.unsupported(why + ": autorate needs a shaper at the root, and whether there is one is unknown")
+			out = append(out, c)
+			continue
+		}
 		if !plansShaper(roots, ifc.Name) && !isShaper(RootSpec(ifc)) {
 			c.unsupported("no shaper: autorate needs the capped-uplink qdisc.root on " + ifc.Name)
 			out = append(out, c)

@@ -58,7 +58,7 @@ func nicRows(f *host.Facts, ifaces []*host.Interface, ss nicSettings, opts Optio
 	}
 	for _, ifc := range ifaces {
 		channels = append(channels, channelRows(f, ifc, ss, ip)...)
-		ethtool = append(ethtool, ethtoolRows(ifc, ss)...)
+		ethtool = append(ethtool, ethtoolRows(f, ifc, ss)...)
 	}
 	if ip != nil {
 		irqs, queues, sysctls = placementRows(f, placement, ss, ip)
@@ -117,8 +117,8 @@ func channelRows(f *host.Facts, ifc *host.Interface, ss nicSettings, ip *irqplan
 		c.Desired = s.Value
 		et := ifc.Ethtool
 		if et == nil || et.Channels == nil {
-			c.Current = "-"
-			c.unsupported(ethtoolMissing(ifc, "channels"))
+			c.Current = ethtoolCurrent(f, ifc)
+			c.unsupported(ethtoolMissing(f, ifc, "channels"))
 			out = append(out, c)
 			continue
 		}
@@ -141,7 +141,28 @@ func channelRows(f *host.Facts, ifc *host.Interface, ss nicSettings, ip *irqplan
 	return out
 }
 
-func ethtoolMissing(ifc *host.Interface, query string) string {
+// ethtoolUnknown says why the facts have no ethtool answer for ifc (the
+// query failed, or there was no ethtool reader), or "".
+func ethtoolUnknown(f *host.Facts, ifc *host.Interface) string {
+	if e := f.ErrorFor("ethtool:" + ifc.Name); e != "" {
+		return fmt.Sprintf("the ethtool settings of %s could not be read (%s)", ifc.Name, e)
+	}
+	return ""
+}
+
+// ethtoolCurrent is the Current of a row whose ethtool value is missing:
+// unknown when it could not be read, absent when the driver has none.
+func ethtoolCurrent(f *host.Facts, ifc *host.Interface) string {
+	if ethtoolUnknown(f, ifc) != "" {
+		return Unknown
+	}
+	return "-"
+}
+
+func ethtoolMissing(f *host.Facts, ifc *host.Interface, query string) string {
+	if why := ethtoolUnknown(f, ifc); why != "" {
+		return why
+	}
 	if ifc.Ethtool == nil {
 		return fmt.Sprintf("no ethtool data for %s (the driver answers no ethtool queries, or the facts lack them)", ifc.Name)
 	}
@@ -152,7 +173,7 @@ func ethtoolMissing(ifc *host.Interface, query string) string {
 }
 
 // ethtoolRows plans rings, features and coalescing of one interface.
-func ethtoolRows(ifc *host.Interface, ss nicSettings) []Change {
+func ethtoolRows(f *host.Facts, ifc *host.Interface, ss nicSettings) []Change {
 	var keys []string
 	for k := range ss {
 		if strings.HasPrefix(k, "ethtool.") && !strings.HasPrefix(k, "ethtool.channels.") {
@@ -170,11 +191,11 @@ func ethtoolRows(ifc *host.Interface, ss nicSettings) []Change {
 		group, item, _ := strings.Cut(strings.TrimPrefix(k, "ethtool."), ".")
 		c := row(s, knob.EthtoolID(ifc.Name, group, item))
 		c.Desired = s.Value
-		c.Current = "-"
+		c.Current = ethtoolCurrent(f, ifc)
 		switch group {
 		case "ring":
 			if et == nil || et.Rings == nil {
-				c.unsupported(ethtoolMissing(ifc, "rings"))
+				c.unsupported(ethtoolMissing(f, ifc, "rings"))
 				break
 			}
 			cur, max := et.Rings.Rx, et.Rings.RxMax
@@ -197,7 +218,7 @@ func ethtoolRows(ifc *host.Interface, ss nicSettings) []Change {
 			c.decide(c.Current == c.Desired)
 		case "feature":
 			if et == nil || et.Features == nil {
-				c.unsupported(ethtoolMissing(ifc, "features"))
+				c.unsupported(ethtoolMissing(f, ifc, "features"))
 				break
 			}
 			fs := map[string]knob.Feature{}
@@ -221,7 +242,7 @@ func ethtoolRows(ifc *host.Interface, ss nicSettings) []Change {
 			c.decide(c.Current == c.Desired)
 		case "coalesce":
 			if et == nil || et.Coalesce == nil {
-				c.unsupported(ethtoolMissing(ifc, "coalesce"))
+				c.unsupported(ethtoolMissing(f, ifc, "coalesce"))
 				break
 			}
 			if v, ok := et.Coalesce[item]; ok {
@@ -273,6 +294,7 @@ func placementRows(f *host.Facts, s profile.Setting, ss nicSettings, ip *irqplan
 			c.Reason = fmt.Sprintf("%s queue %d on CPU %d of its node %d: one queue interrupt per CPU, one thread per core%s (runbook 002)", n.Iface, pl.Queue, pl.CPUs[0], n.Node, hk)
 			c.Note = irqbalanceNote
 			c.decide(slices.Equal(pl.Current, pl.CPUs))
+			affinityUnknown(f, &c, pl.Current, pl.Name)
 			irqs = append(irqs, c)
 		}
 		ifc := f.Interface(n.Iface)
@@ -291,7 +313,10 @@ func placementRows(f *host.Facts, s profile.Setting, ss nicSettings, ip *irqplan
 				c := row(ss["irq.rfs"], knob.QueueID(n.Iface, q.Queue, "rps_flow_cnt"))
 				cur, ok := ifc.RPSFlowCnt[q.Queue]
 				c.Current, c.Desired = strconv.Itoa(cur), strconv.Itoa(n.FlowCnt)
-				if !ok {
+				if e := f.ErrorFor(queuesSource); !ok && ifc.RPSFlowCnt == nil && e != "" {
+					c.Current = Unknown
+					c.unsupported(fmt.Sprintf("the queues of %s could not be read (%s: %s)", n.Iface, queuesSource, e))
+				} else if !ok {
 					c.Current = "-"
 					c.unsupported(fmt.Sprintf("%s has no rps_flow_cnt (kernel without CONFIG_RPS)", q.Queue))
 				} else {
@@ -346,15 +371,38 @@ func placementRows(f *host.Facts, s profile.Setting, ss nicSettings, ip *irqplan
 			c.Reason = fmt.Sprintf("%s I/O queue %d on CPU %d: NVMe on CPUs %s of node %d, apart from the NIC's (runbook 002)", nv.Ctrl, pl.Queue, pl.CPUs[0], host.FormatCPUList(nv.CPUs), nv.Node)
 			c.Note = irqbalanceNote
 			c.decide(slices.Equal(pl.Current, pl.CPUs))
+			affinityUnknown(f, &c, pl.Current, pl.Name)
 			irqs = append(irqs, c)
 		}
 	}
 	return irqs, queues, sysctls
 }
 
+// affinityUnknown marks an interrupt row whose current affinity could not
+// be read: the knob writes the affinity without needing the old one (apply
+// reads and journals it first), so the change stays planned, as unknown.
+func affinityUnknown(f *host.Facts, c *Change, cur []int, name string) {
+	if len(cur) > 0 {
+		return
+	}
+	why := "not in the facts"
+	if e := f.ErrorFor("/proc/irq/*/smp_affinity_list"); e != "" {
+		why = "/proc/irq/*/smp_affinity_list: " + e
+	}
+	c.Current = Unknown + knob.IRQValue(nil, name) // "? (eth0-TxRx-3)"
+	c.Note = joinNotes(c.Note, "current affinity unknown ("+why+"); apply reads it before writing")
+}
+
 func maskRow(f *host.Facts, c Change, live map[string]string, q irqplan.QueueCPUs) Change {
 	c.Desired = irqplan.Mask(f, q.CPUs)
 	cur, ok := live[q.Queue]
+	if !ok && live == nil {
+		if e := f.ErrorFor(queuesSource); e != "" {
+			c.Current = Unknown
+			c.unsupported(fmt.Sprintf("the queues of the interface could not be read (%s: %s)", queuesSource, e))
+			return c
+		}
+	}
 	if !ok {
 		c.Current = "-"
 		c.unsupported(fmt.Sprintf("%s has no %s file (a single-queue device, or a kernel without CONFIG_RPS/XPS)", q.Queue, c.Knob[strings.LastIndexByte(c.Knob, '/')+1:]))
@@ -366,6 +414,10 @@ func maskRow(f *host.Facts, c Change, live map[string]string, q irqplan.QueueCPU
 	return c
 }
 
+// queuesSource is where the facts record that an interface's queues
+// directory could not be read.
+const queuesSource = "/sys/class/net/*/queues"
+
 // irqbalanceRows stops irqbalance, or bans the planned CPUs and interrupts in
 // its configuration.
 func irqbalanceRows(f *host.Facts, s profile.Setting, ip *irqplan.Plan, opts Options) []Change {
@@ -373,6 +425,11 @@ func irqbalanceRows(f *host.Facts, s profile.Setting, ip *irqplan.Plan, opts Opt
 	running := "inactive"
 	if ib.Running {
 		running = "active"
+	}
+	// Without the process list, whether irqbalance runs is unknown.
+	procs := f.ErrorFor("/proc")
+	if procs != "" {
+		running = Unknown
 	}
 	switch s.Value {
 	case "stop":
@@ -382,6 +439,13 @@ func irqbalanceRows(f *host.Facts, s profile.Setting, ip *irqplan.Plan, opts Opt
 			c.Current = running + "," + ib.UnitFile
 		}
 		switch {
+		case procs != "" && !f.Systemd:
+			c.unsupported("whether irqbalance runs is unknown (/proc: " + procs + "), and systemd does not run here: lowlat changes services only through systemd")
+		case procs != "":
+			// Stopping and disabling needs no knowledge of the current
+			// state: apply reads and journals it before writing.
+			c.decide(false)
+			c.Note = "whether irqbalance runs is unknown (/proc: " + procs + "); apply reads it before stopping it"
 		case !f.Systemd && ib.Running:
 			c.unsupported(fmt.Sprintf("irqbalance runs (pid %d) but systemd does not: lowlat changes services only through systemd; stop it with your init system, or the interrupt placement will be undone", ib.PID))
 		case !f.Systemd:
@@ -497,7 +561,17 @@ func nvmeRows(f *host.Facts, ss nicSettings) []Change {
 			continue
 		}
 		c := row(src, "block/"+b.Name+"/queue")
-		cur := map[string]string{"scheduler": b.Scheduler, "nr_requests": strconv.Itoa(b.NrRequests), "rq_affinity": strconv.Itoa(b.RqAffinity)}
+		// A queue file that could not be read is unknown ("?"), not 0.
+		known := func(n int) string {
+			if n < 0 {
+				return Unknown
+			}
+			return strconv.Itoa(n)
+		}
+		cur := map[string]string{"scheduler": b.Scheduler, "nr_requests": known(b.NrRequests), "rq_affinity": known(b.RqAffinity)}
+		if b.Scheduler == "" {
+			cur["scheduler"] = Unknown
+		}
 		c.Current = knob.FormatBlockValue(cur)
 		d := map[string]string{}
 		var whys, notes []string
@@ -506,9 +580,23 @@ func nvmeRows(f *host.Facts, ss nicSettings) []Change {
 			whys = append(whys, s.Why)
 		}
 		sort.Strings(whys)
+		const unread = "/sys/block/*/queue/"
+		if _, ok := d["scheduler"]; ok && len(b.Schedulers) == 0 {
+			// Which schedulers the queue offers decides what may be set.
+			notes = append(notes, "the offered schedulers could not be read ("+unread+"scheduler): scheduler left as is")
+			delete(d, "scheduler")
+		}
 		if sch, ok := d["scheduler"]; ok && len(b.Schedulers) > 0 && !slices.Contains(b.Schedulers, sch) {
 			notes = append(notes, fmt.Sprintf("no %s scheduler here (offers %s): scheduler left as is", sch, strings.Join(b.Schedulers, " ")))
 			delete(d, "scheduler")
+		}
+		if _, ok := d["nr_requests"]; ok && (b.NrRequests < 0 || b.Scheduler == "") {
+			// Its limit depends on the current depth and scheduler.
+			notes = append(notes, "the current nr_requests and scheduler could not be read ("+unread+"): nr_requests left as is")
+			delete(d, "nr_requests")
+		}
+		if _, ok := d["rq_affinity"]; ok && b.RqAffinity < 0 {
+			notes = append(notes, "the current rq_affinity could not be read ("+unread+"rq_affinity); apply reads it before writing")
 		}
 		if nr, ok := d["nr_requests"]; ok {
 			n, _ := strconv.Atoi(nr)

@@ -11,6 +11,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -30,6 +31,14 @@ const (
 	OK   = "ok"   // already as desired
 	Skip = "skip" // cannot be done here (see Reason)
 )
+
+// ErrUnknownInterface is Make's error for an interface (Options.Ifaces) the
+// host does not have.
+var ErrUnknownInterface = errors.New("unknown interface")
+
+// Unknown is a row's Current when the facts could not say it (a source
+// was unreadable); "-" is a value the host does not have at all.
+const Unknown = "?"
 
 // Change is one knob in a plan.
 type Change struct {
@@ -184,7 +193,7 @@ func targetIfaces(f *host.Facts, want []string) ([]*host.Interface, error) {
 				for _, i := range f.Interfaces {
 					have = append(have, i.Name)
 				}
-				return nil, fmt.Errorf("unknown interface %q (this host has: %s)", n, strings.Join(have, ", "))
+				return nil, fmt.Errorf("%w %q (this host has: %s)", ErrUnknownInterface, n, strings.Join(have, ", "))
 			}
 			out = append(out, ifc)
 		}
@@ -235,6 +244,9 @@ func sysctlRow(f *host.Facts, s profile.Setting) Change {
 	cur, present := f.Sysctls[s.Name]
 	if !present {
 		c.Current = "-"
+		if host.SysctlError(f, s.Name) != "" {
+			c.Current = Unknown
+		}
 		c.unsupported(missingSysctl(f, s.Name))
 		return c
 	}
@@ -273,19 +285,27 @@ var removedSysctls = map[string]string{
 	"net.ipv4.tcp_low_latency": "a no-op since Linux 4.14 and removed later",
 }
 
+// missingSysctl says why a sysctl is not in the facts: the read error on
+// its path or a directory above it, or else the kernel does not have it.
 func missingSysctl(f *host.Facts, name string) string {
+	if e := host.SysctlError(f, name); e != "" {
+		return fmt.Sprintf("%s could not be read (%s)", name, e)
+	}
 	if why, ok := removedSysctls[name]; ok {
 		return name + " is " + why
 	}
 	if strings.HasPrefix(name, "net.netfilter.") {
 		return name + " is absent: the conntrack module is not loaded"
 	}
-	for _, e := range f.Errors {
-		if strings.HasPrefix(e.Source, "/proc/sys") {
-			return fmt.Sprintf("%s could not be read (%s)", name, e.Err)
-		}
+	return fmt.Sprintf("%s does not exist on kernel %s", name, orUnknown(f.Kernel.Release))
+}
+
+// orUnknown is s, or "unknown" for a fact that could not be read.
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
 	}
-	return fmt.Sprintf("%s does not exist on kernel %s", name, f.Kernel.Release)
+	return s
 }
 
 func congestionMissing(f *host.Facts, cc string) string {
@@ -430,12 +450,33 @@ func RootSpec(ifc *host.Interface) qdisc.Spec {
 	return qdisc.Assemble(entries, nil, ifc.Up).Root
 }
 
+// qdiscsUnknown says why the facts do not know an interface's qdiscs (the
+// netlink dump failed, or there was no netlink at all), or "".
+func qdiscsUnknown(f *host.Facts, ifc *host.Interface) string {
+	for _, src := range []string{"netlink:qdiscs", "netlink:links"} {
+		if e := f.ErrorFor(src); e != "" {
+			return fmt.Sprintf("the qdiscs of %s could not be read (%s: %s)", ifc.Name, src, e)
+		}
+	}
+	return ""
+}
+
 func rootRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
 	c := row(s, "qdisc/"+ifc.Name+"/root")
 	cur := RootSpec(ifc)
 	c.Current = cur.String()
 	spec, note, ok := chooseSpec(f, s)
 	c.Desired = s.Value
+	if why := qdiscsUnknown(f, ifc); why != "" {
+		// The knob needs the current root: lowlat replaces only a tree it
+		// has seen (never another tool's, below).
+		c.Current = Unknown
+		if ok {
+			c.Desired = spec.String()
+		}
+		c.unsupported(why + ": lowlat replaces a root qdisc only after reading it")
+		return c
+	}
 	if !ok {
 		c.unsupported(note)
 		return c
@@ -478,6 +519,11 @@ func IngressValue(f *host.Facts, ifc *host.Interface) string {
 func ingressRow(f *host.Facts, ifc *host.Interface, s profile.Setting) Change {
 	c := row(s, "qdisc/"+ifc.Name+"/ingress")
 	c.Current = IngressValue(f, ifc)
+	if why := qdiscsUnknown(f, ifc); why != "" {
+		c.Current, c.Desired = Unknown, s.Value
+		c.unsupported(why + ": lowlat sets up ingress shaping only after reading the ingress qdisc")
+		return c
+	}
 	if s.Value == "none" {
 		c.Desired = knob.Absent
 		c.decide(c.Current == knob.Absent)
@@ -527,6 +573,12 @@ func routeRows(f *host.Facts, ifaces []*host.Interface, s profile.Setting) []Cha
 		count[fmt.Sprint(r.Table, routeDst(r))]++
 	}
 	var out []Change
+	if e := f.ErrorFor("netlink:routes"); e != "" {
+		c := row(s, "route/*/"+s.Name)
+		c.Current, c.Desired = Unknown, s.Value
+		c.unsupported("the routes could not be read (netlink:routes: " + e + ")")
+		return []Change{c}
+	}
 	for _, r := range f.Routes {
 		if !want[r.Dev] || !tunable(r) {
 			continue
@@ -567,7 +619,15 @@ func sysfsRow(f *host.Facts, s profile.Setting) Change {
 	cur, ok := f.Sysfs[s.Name]
 	if !ok {
 		c.Current = "-"
-		c.unsupported(fmt.Sprintf("/sys/%s does not exist on this host", s.Name))
+		p := "/sys/" + s.Name
+		for _, e := range f.Errors {
+			if p == e.Source || strings.HasPrefix(p, e.Source+"/") {
+				c.Current = Unknown
+				c.unsupported(fmt.Sprintf("%s could not be read (%s: %s)", p, e.Source, e.Err))
+				return c
+			}
+		}
+		c.unsupported(fmt.Sprintf("%s does not exist on this host", p))
 		return c
 	}
 	c.Current = cur

@@ -219,7 +219,33 @@ func (s *Spec) build() (*gen, error) {
 	g.kernel()
 	g.misc()
 	g.nl.RouteList = append([]host.Route(nil), s.Routes...)
+	g.t.edit(s.Remove, s.Files)
 	return g, nil
+}
+
+// edit applies a Spec's Remove and Files to the generated tree.
+func (t *tree) edit(remove []string, files map[string]string) {
+	under := func(p, top string) bool { return p == top || strings.HasPrefix(p, top+"/") }
+	for _, top := range remove {
+		for p := range t.files {
+			if under(p, top) {
+				delete(t.files, p)
+			}
+		}
+		for p := range t.links {
+			if under(p, top) {
+				delete(t.links, p)
+			}
+		}
+		for p := range t.dirs {
+			if under(p, top) {
+				delete(t.dirs, p)
+			}
+		}
+	}
+	for p, b := range files {
+		t.files[p] = []byte(b)
+	}
 }
 
 func (g *gen) atLeast(maj, min int) bool {

@@ -35,6 +35,12 @@ type Spec struct {
 	// OSRelease is /etc/os-release, for a human reading the tree.
 	OSRelease string
 	Load      Load
+	// Remove leaves these host paths (a file, a link, or a directory with
+	// everything below it) out of the tree, and Files adds or replaces
+	// files (host path -> content) after it is built: a host whose kernel
+	// lacks a file, or a tree that lost one.
+	Remove []string
+	Files  map[string]string
 }
 
 // Kernel is the kernel being imitated and what its module tree holds.
