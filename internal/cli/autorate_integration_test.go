@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -213,7 +212,7 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 	bin, _ := lowlatBin()
 	cmd := w.ns.Command(bin, "autorate", "--iface", "ar0", "--reflector", "10.78.0.2:7500", "--min", "1mbit", "--max", "6mbit")
 	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
-	var logb, outb daemonLog
+	var logb, outb testnet.Log
 	cmd.Stderr, cmd.Stdout = &logb, &outb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -289,7 +288,7 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 
 	// As lowlat-autorate@ar0.service runs it: from the journaled policy.
 	cmd2 := w.ns.Command(bin, "autorate", "--iface", "ar0", "--policy")
-	var log2 daemonLog
+	var log2 testnet.Log
 	cmd2.Stderr, cmd2.Stdout = &log2, &log2
 	if err := cmd2.Start(); err != nil {
 		t.Fatal(err)
@@ -339,7 +338,7 @@ func TestIntegrationAutorateDryRun(t *testing.T) {
 	bin, _ := lowlatBin()
 	cmd := w.ns.Command(bin, "autorate", "--iface", "ar0", "--reflector", "10.78.0.2:7500", "--base", "2mbit", "--dry-run")
 	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
-	var logb daemonLog
+	var logb testnet.Log
 	cmd.Stderr, cmd.Stdout = &logb, &logb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -384,25 +383,6 @@ func setRate(t *testing.T, w *arWorld, bps uint64) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// daemonLog collects a daemon's output: exec's copying goroutine writes
-// it while the test reads it.
-type daemonLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *daemonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *daemonLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // waitExit waits up to 10 s for a daemon to exit cleanly.

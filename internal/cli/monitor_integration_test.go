@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -773,7 +772,7 @@ func TestMonitorSurvivesEarlyHangups(t *testing.T) {
 	l.Close()
 	text := fmt.Sprintf("listen = %q\ndoctor_interval = \"0s\"\njournal = %q\n", addr, filepath.Join(dir, "journal"))
 
-	var log lockedLog
+	var log testnet.Log
 	cmd := exec.Command(bin, "monitor", "--config", cfg)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -861,22 +860,4 @@ func TestMonitorSurvivesEarlyHangups(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the monitor did not end 10 s after SIGTERM")
 	}
-}
-
-// lockedLog is a process's output, read while it writes.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

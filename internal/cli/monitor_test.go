@@ -1,16 +1,16 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 // TestMonitorCheckRefusesRates: 'monitor --check' refuses a rate that
@@ -40,30 +40,12 @@ func TestMonitorCheckRefusesRates(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe to read while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestHangupEndsOtherCommands: with SIGHUP caught from the process's start
 // (Env.Hangup), a command that does not reload on it ends on it as on
 // SIGTERM, as it did when SIGHUP killed it: a reflector returns.
 func TestHangupEndsOtherCommands(t *testing.T) {
 	hup := make(chan os.Signal, 1)
-	var stderr lockedBuffer
+	var stderr testnet.Log
 	env := &Env{Stdout: io.Discard, Stderr: &stderr, Stdin: strings.NewReader(""), Getenv: func(string) string { return "" }, Hangup: hup}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

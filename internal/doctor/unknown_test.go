@@ -19,18 +19,6 @@ import (
 
 func corpus(t *testing.T, name string) *host.Facts { return hosttest.Corpus(t, name) }
 
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	t.Helper()
-	if edit != nil {
-		edit(s)
-	}
-	f, err := s.Facts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // rows returns the report's rows of check id.
 func rows(r *Report, id string) []Finding {
 	var out []Finding
@@ -164,4 +152,9 @@ func TestCheckWithoutDataIsNotChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// generated gathers a generated host after edit changed its spec.
+func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
+	return s.Edited(t, edit)
 }

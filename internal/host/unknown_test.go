@@ -16,19 +16,6 @@ import (
 // real trees (hosttest.Corpus) and on generated hosts with a file taken away:
 // what could not be read stays unknown, with the path that is missing.
 
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	t.Helper()
-	if edit != nil {
-		edit(s)
-	}
-	f, err := s.Facts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 func onlineCPUs(f *host.Facts) []int {
 	var out []int
 	for _, c := range f.CPUs {
@@ -243,4 +230,9 @@ func TestBlockQueueUnknown(t *testing.T) {
 			t.Fatalf("no block device %s", tt.dev)
 		})
 	}
+}
+
+// generated gathers a generated host after edit changed its spec.
+func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
+	return s.Edited(t, edit)
 }

@@ -18,18 +18,6 @@ import (
 
 func corpus(t *testing.T, name string) *host.Facts { return hosttest.Corpus(t, name) }
 
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	t.Helper()
-	if edit != nil {
-		edit(s)
-	}
-	f, err := s.Facts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // rowOf returns the plan's row for knob, failing the test without one.
 func rowOf(t *testing.T, p *Plan, knob string) Change {
 	t.Helper()
@@ -223,4 +211,9 @@ func TestUnknownCurrentValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// generated gathers a generated host after edit changed its spec.
+func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
+	return s.Edited(t, edit)
 }

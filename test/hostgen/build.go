@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/lowlat/lowlat/internal/host"
 )
@@ -52,6 +53,21 @@ func (s *Spec) Facts() (*host.Facts, error) {
 	}
 	f.Source = "hostgen:" + s.Name
 	return f, nil
+}
+
+// Edited gathers the host after edit (when not nil) changed its spec, and
+// fails the test when it cannot: for tests that take one thing away from a
+// generated host and look at what lowlat then says.
+func (s *Spec) Edited(t testing.TB, edit func(*Spec)) *host.Facts {
+	t.Helper()
+	if edit != nil {
+		edit(s)
+	}
+	f, err := s.Facts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // Source generates the host into memory and returns it as a gather Source:
