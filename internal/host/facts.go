@@ -89,6 +89,9 @@ type SockOps struct {
 	// service that is not running).
 	Cgroups    map[string]string `json:"cgroups,omitempty"`
 	Unresolved map[string]string `json:"unresolved,omitempty"`
+	// Detached lists the selectors whose entry is pinned while their
+	// program is not attached (a service restart re-created its cgroup).
+	Detached []string `json:"detached,omitempty"`
 }
 
 // FactError records one source that could not be read, and why.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lowlat/lowlat/internal/host"
@@ -45,8 +46,12 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 		if v, ok := so.Entries[sel.String()][opt.String()]; ok {
 			entry.Current = v
 		}
-		entry.decide(entry.Current == value)
 		var notes []string
+		if entry.Current != knob.Absent && slices.Contains(so.Detached, sel.String()) {
+			entry.Current = knob.Detached
+			notes = append(notes, "its entry is pinned but the program is no longer attached (its cgroup was re-created): apply attaches it again")
+		}
+		entry.decide(entry.Current == value)
 		if sel.Outbound() {
 			notes = append(notes, "the connections its processes open, by a program attached at its cgroup "+so.Cgroups[sel.String()])
 		} else if !listening(f, sel.Port) {
