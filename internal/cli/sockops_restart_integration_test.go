@@ -3,7 +3,9 @@
 package cli_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/lowlat/lowlat/internal/testnet"
 )
@@ -221,4 +226,172 @@ func TestIntegrationSocketsFixLegacy(t *testing.T) {
 	}
 	w.mustRun("rollback")
 	w.nothingLeft("killed, then rolled back", progs)
+}
+
+// bpfMountNS is a mount namespace of the test's own, in the world's
+// network namespace, where nothing has mounted bpffs: a process (sleep)
+// holds it, and lowlat runs in it through nsenter. The machine's
+// /sys/fs/bpf is never unmounted: the namespace's mounts are slaves of
+// the host's, and an unmount there stays there.
+type bpfMountNS struct {
+	w   *sockopsWorld
+	pid int
+}
+
+func newBPFMountNS(w *sockopsWorld) *bpfMountNS {
+	t := w.t
+	t.Helper()
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Fatalf("nsenter (util-linux or busybox) is needed to run lowlat in a mount namespace: %v", err)
+	}
+	cmd := w.ns.Command("sh", "-c", "umount /sys/fs/bpf && echo ready && exec sleep 600")
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("mount namespace: %q, %v", line, err)
+	}
+	m := &bpfMountNS{w: w, pid: cmd.Process.Pid}
+	// Runs before the kill above: whatever a failing test left goes.
+	t.Cleanup(func() { m.run(nil, "rollback", "--all") })
+	return m
+}
+
+// run runs lowlat in the mount namespace, taken for the host's.
+func (m *bpfMountNS) run(env []string, args ...string) result {
+	m.w.t.Helper()
+	bin, _ := lowlatBin()
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(m.pid), "-m", "-n", "--", bin}, args...)...)
+	cmd.Env = append(os.Environ(), "LOWLAT_JOURNAL="+m.w.journal, "LOWLAT_TEST_HOST_MOUNTNS=1")
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		r.killed = ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	} else if err != nil {
+		m.w.t.Fatalf("nsenter lowlat %v: %v", args, err)
+	}
+	return r
+}
+
+// mounted reports whether a bpffs is mounted on /sys/fs/bpf in the
+// namespace and shows there (the mount table also lists the host's, under
+// the namespace's own /sys).
+func (m *bpfMountNS) mounted() bool {
+	var fs unix.Statfs_t
+	var st, up unix.Stat_t
+	if err := unix.Statfs(m.bpffs(), &fs); err != nil {
+		m.w.t.Fatal(err)
+	}
+	if err := unix.Stat(m.bpffs(), &st); err != nil {
+		m.w.t.Fatal(err)
+	}
+	if err := unix.Stat(filepath.Dir(m.bpffs()), &up); err != nil {
+		m.w.t.Fatal(err)
+	}
+	return fs.Type == unix.BPF_FS_MAGIC && st.Dev != up.Dev
+}
+
+// bpffs is the namespace's /sys/fs/bpf as this process reaches it.
+func (m *bpfMountNS) bpffs() string { return fmt.Sprintf("/proc/%d/root/sys/fs/bpf", m.pid) }
+
+// TestIntegrationSocketsFixMountsBPFFS: where nothing has mounted bpffs,
+// the plan mounts it as a knob of its own, journaled before the entry, so
+// rollback unmounts it; one that holds someone else's pin by then stays
+// mounted, and the rollback says so; a lowlat killed right after mounting
+// leaves a journal whose rollback unmounts it.
+func TestIntegrationSocketsFixMountsBPFFS(t *testing.T) {
+	w := newSockopsWorld(t)
+	m := newBPFMountNS(w)
+	if m.mounted() {
+		t.Fatal("bpffs is still mounted in the test's mount namespace")
+	}
+	args := []string{"sockets", "--fix", "nodelay", "--port", fmt.Sprint(fixPort), "--yes"}
+	r := m.run(nil, append(args, "--json")...)
+	var res applyJSON
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 {
+		t.Fatalf("sockets --fix: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	var knobs []string
+	for _, c := range res.Changed {
+		knobs = append(knobs, c.Knob)
+	}
+	// The mount first, so a rollback (in reverse) undoes it last. (No
+	// connection is open: the socket knob has nothing to change.)
+	if want := []string{"bpffs/sys/fs/bpf", "sockopt/port:7000/nodelay"}; !slices.Equal(knobs, want) {
+		t.Errorf("changed %v, want %v", knobs, want)
+	}
+	if !m.mounted() {
+		t.Fatal("bpffs is not mounted after --fix")
+	}
+	if _, err := os.Stat(filepath.Join(m.bpffs(), "lowlat")); err != nil {
+		t.Errorf("lowlat's pins are not in the bpffs it mounted: %v", err)
+	}
+	if _, err := os.Stat(w.pins); err == nil {
+		t.Errorf("lowlat pinned in the machine's bpffs (%s), not in the one it mounted", w.pins)
+	}
+	if p50 := testnet.Quantile(testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 20), 0.5); p50 >= testnet.Unstalled {
+		t.Errorf("new connection after --fix: p50 %v, want < %v (no stall)", p50, testnet.Unstalled)
+	}
+	if st := m.run(nil, "status"); st.code != 0 || !strings.Contains(st.stdout, "No drift") {
+		t.Errorf("status: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+	}
+	if r := m.run(nil, "rollback"); r.code != 0 {
+		t.Fatalf("rollback: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if m.mounted() {
+		t.Error("bpffs is still mounted after rollback")
+	}
+	if p50 := testnet.Quantile(testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 10), 0.5); p50 < 30*time.Millisecond {
+		t.Errorf("new connection after rollback: p50 %v, want the stall back", p50)
+	}
+
+	// Someone else pins there while the fix is in force.
+	if r := m.run(nil, args...); r.code != 0 || !m.mounted() {
+		t.Fatalf("sockets --fix again: exit %d, mounted %v\n%s%s", r.code, m.mounted(), r.stdout, r.stderr)
+	}
+	mp, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mp.Close()
+	if err := mp.Pin(filepath.Join(m.bpffs(), "someone_elses")); err != nil {
+		t.Fatal(err)
+	}
+	r = m.run(nil, "rollback", "--json")
+	if !m.mounted() {
+		t.Fatal("rollback unmounted a bpffs holding someone else's pin")
+	}
+	var rb struct {
+		Inexact []struct{ Knob, Error string } `json:"inexact"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rb); err != nil || r.code != 0 || len(rb.Inexact) != 1 || rb.Inexact[0].Knob != "bpffs/sys/fs/bpf" ||
+		!strings.Contains(rb.Inexact[0].Error, "someone_elses") || !strings.Contains(rb.Inexact[0].Error, "left mounted") {
+		t.Errorf("rollback with someone else's pin: exit %d, %v; want bpffs/sys/fs/bpf not exact, left mounted for someone_elses\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(m.bpffs(), "lowlat")); err == nil {
+		t.Error("lowlat's pins are still there after rollback")
+	}
+	if err := mp.Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("nsenter", "-t", strconv.Itoa(m.pid), "-m", "umount", "/sys/fs/bpf").Run(); err != nil {
+		t.Fatalf("umount in the test's namespace: %v", err)
+	}
+
+	// Killed right after the mount.
+	if r := m.run([]string{"LOWLAT_TEST_CRASH=write:1"}, args...); !r.killed || !m.mounted() {
+		t.Fatalf("killed after the mount: killed %v, mounted %v (exit %d)\n%s%s", r.killed, m.mounted(), r.code, r.stdout, r.stderr)
+	}
+	if r := m.run(nil, "rollback"); r.code != 0 || m.mounted() {
+		t.Errorf("rollback after the kill: exit %d, mounted %v\n%s%s", r.code, m.mounted(), r.stdout, r.stderr)
+	}
 }

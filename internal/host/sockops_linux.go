@@ -35,6 +35,10 @@ func GatherSockOps(ctx context.Context, f *Facts, selectors ...string) {
 		return
 	}
 	so.NetnsCookie = sup.NetnsCookie
+	if so.MountBPFFS, err = sockops.BPFFSToMount(); err != nil {
+		so.Unsupported = err.Error()
+		return
+	}
 	for _, s := range selectors {
 		sel, err := sockops.ParseSelector(s)
 		if err != nil || !sel.Outbound() {

@@ -8,8 +8,9 @@ import "strings"
 var volatileKinds = map[string]bool{
 	"sysctl": true, "sysfs": true, "qdisc": true, "route": true, "ethtool": true,
 	"irq": true, "queue": true, "cpufreq": true, "block": true,
-	// bpffs is in memory, and connections end with the boot.
-	"sockopt": true, "socket": true,
+	// bpffs is in memory, and connections end with the boot; so does a
+	// mount.
+	"sockopt": true, "socket": true, "bpffs": true,
 }
 
 // deviceKinds act on a device that can disappear (an interface unplugged

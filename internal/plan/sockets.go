@@ -134,3 +134,24 @@ func portConns(f *host.Facts, port uint16, opt sockops.Option) (est, known, node
 	}
 	return est, known, nodelay
 }
+
+// withBPFFS puts, before the first sockopt row to apply, the mount of bpffs
+// where nothing has mounted one: lowlat's pins need it, and as a knob of
+// its own it is journaled, so a rollback unmounts it after the pins are
+// gone (rollback runs in reverse).
+func withBPFFS(f *host.Facts, rows []Change) []Change {
+	if f.SockOps == nil || f.SockOps.MountBPFFS == "" {
+		return rows
+	}
+	for i, c := range rows {
+		if c.Action != Set || knob.Kind(c.Knob) != "sockopt" {
+			continue
+		}
+		m := Change{Knob: "bpffs" + f.SockOps.MountBPFFS, Current: knob.Absent, Desired: knob.BPFFSMounted,
+			Supported: true, Action: Set, Setting: c.Setting, Source: c.Source,
+			Reason: "sock_ops pins live in bpffs, and nothing has mounted it here",
+			Note:   "a rollback unmounts it once nothing is pinned there"}
+		return slices.Insert(rows, i, m)
+	}
+	return rows
+}

@@ -1,11 +1,13 @@
 package sockops
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,4 +203,69 @@ func sameIDs(a, b []ebpf.ProgramID) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// TestIntegrationBPFFSMount mounts and unmounts a bpffs on a test
+// directory (never the machine's /sys/fs/bpf): a second mount is not made
+// over the first, a bpffs holding a pin is not unmounted and the error
+// names the pin, and an empty one is.
+func TestIntegrationBPFFSMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	saved := privateMountNS
+	privateMountNS = func() bool { return false }
+	t.Cleanup(func() { privateMountNS = saved })
+	dir := t.TempDir()
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	mounts := func() int {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[4] == dir && strings.Contains(l, " - bpf ") {
+				n++
+			}
+		}
+		return n
+	}
+	if on, err := BPFFSMounted(dir); on || err != nil {
+		t.Fatalf("before: mounted %v, %v", on, err)
+	}
+	for range 2 {
+		if err := MountBPFFS(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if on, err := BPFFSMounted(dir); !on || err != nil || mounts() != 1 {
+		t.Fatalf("after two mounts: mounted %v (%v), %d bpf mounts on %s; want one", on, err, mounts(), dir)
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Pin(filepath.Join(dir, "someone_elses")); err != nil {
+		t.Fatal(err)
+	}
+	if err := UnmountBPFFS(dir); !errors.Is(err, ErrPinned) || !strings.Contains(err.Error(), "someone_elses") {
+		t.Errorf("unmount with a pin: %v, want ErrPinned naming it", err)
+	}
+	if mounts() != 1 {
+		t.Fatalf("a bpffs holding a pin was unmounted")
+	}
+	if err := m.Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := UnmountBPFFS(dir); err != nil {
+		t.Fatal(err)
+	}
+	if on, _ := BPFFSMounted(dir); on || mounts() != 0 {
+		t.Errorf("still mounted after the unmount")
+	}
+	if err := UnmountBPFFS(dir); err != nil {
+		t.Errorf("unmount of nothing: %v", err)
+	}
 }

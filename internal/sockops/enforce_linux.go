@@ -15,10 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bpffsDefault is where bpffs is mounted when nothing has mounted it yet
-// (systemd mounts it there on boot; minimal systems may not).
-const bpffsDefault = "/sys/fs/bpf"
-
 // Pin names inside a namespace's directory.
 const (
 	pinLink    = "link" // the attachment, where the kernel has bpf_link for cgroups (5.7)
@@ -46,8 +42,9 @@ type Host struct {
 }
 
 // Open prepares enforcement in the caller's network namespace: it probes the
-// kernel, finds the cgroup v2 root and bpffs (mounting bpffs at /sys/fs/bpf
-// when nothing has), and names the pin directory. It attaches nothing.
+// kernel, finds the cgroup v2 root and bpffs, and names the pin directory.
+// It attaches nothing, and mounts nothing: a bpffs lowlat needs is mounted
+// by its own knob, before (BPFFSToMount), so a rollback unmounts it.
 func Open() (*Host, error) {
 	sup, err := Probe()
 	if err != nil {
@@ -57,9 +54,12 @@ func Open() (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := bpffs(true)
+	fs, err := bpffs()
 	if err != nil {
 		return nil, err
+	}
+	if fs == "" {
+		return nil, fmt.Errorf("bpffs is not mounted here: sock_ops pins live there (a plan with [[sockets]] mounts it on %s first, as a knob of its own): %w", BPFFSDefault, ErrUnsupported)
 	}
 	h := &Host{Cgroup: cg, Support: sup, fs: fs}
 	if sup.NetnsCookie {
@@ -76,7 +76,7 @@ func Open() (*Host, error) {
 // facts, an unprivileged user). Its Host can Read, list Entries, Pins and
 // Counts; Set needs Open.
 func Locate() (*Host, error) {
-	fs, err := bpffs(false)
+	fs, err := bpffs()
 	if err != nil {
 		return nil, err
 	}
@@ -228,22 +228,6 @@ func (h *Host) attachmentOf(sel Selector, resolve bool) (attachment, error) {
 		a.cgroup = cg
 	}
 	return a, nil
-}
-
-// bpffs returns bpffs's mount point; when none, mounts it at /sys/fs/bpf
-// if mount is set, otherwise returns "".
-func bpffs(mount bool) (string, error) {
-	dir, err := hostMount("bpf")
-	if err != nil || dir != "" || !mount {
-		return dir, err
-	}
-	if ownMountNS() {
-		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s)", bpffsDefault)
-	}
-	if err := unix.Mount("bpf", bpffsDefault, "bpf", 0, "mode=0700"); err != nil {
-		return "", fmt.Errorf("mount bpffs on %s: %w", bpffsDefault, err)
-	}
-	return bpffsDefault, nil
 }
 
 // netnsCookie is the caller's network namespace cookie, as the kernel's

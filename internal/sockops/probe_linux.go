@@ -232,7 +232,7 @@ func hostMount(fstype string) (string, error) {
 	if err != nil || dir != "" {
 		return dir, err
 	}
-	if !ownMountNS() {
+	if !privateMountNS() {
 		return "", nil
 	}
 	dir, err = mountOf(mountinfoInit, fstype)
