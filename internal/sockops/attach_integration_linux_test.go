@@ -198,6 +198,57 @@ func TestIntegrationLegacyAttach(t *testing.T) {
 	}
 }
 
+// TestIntegrationLegacyAttachRefused: without bpf_link, a cgroup whose
+// program was attached without BPF_F_ALLOW_MULTI admits no other; lowlat
+// refuses in one line naming the missing kernel feature, leaves no pin, and
+// the other program stays.
+func TestIntegrationLegacyAttachRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	forceLegacy(t)
+	root, rel := testCgroup(t)
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "other_tool", Type: ebpf.SockOps, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	cgf, err := os.Open(root + rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cgf.Close()
+	if err := link.RawAttachProgram(link.RawAttachProgramOptions{Target: int(cgf.Fd()), Program: other, Attach: ebpf.AttachCGroupSockOps}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cgf.Fd()), Program: other, Attach: ebpf.AttachCGroupSockOps})
+	})
+	oi, _ := other.Info()
+	otherID, _ := oi.ID()
+	h, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := Selector{Cgroup: rel}
+	err = h.Set(sel, Entry{NoDelay: "1"})
+	t.Logf("refused: %v", err)
+	if err == nil {
+		h.Set(sel, Entry{})
+		t.Fatal("attached beside a program that admits no other")
+	}
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "no bpf_link for cgroups (5.7)") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q: want one line naming bpf_link (5.7), ErrUnsupported", err)
+	}
+	if p := h.Pins(); len(p) != 0 {
+		t.Errorf("pins left: %v", p)
+	}
+	if got := cgroupProgs(t, root+rel); !sameIDs(got, []ebpf.ProgramID{otherID}) {
+		t.Errorf("programs at the cgroup: %v, want only the other tool's %d", got, otherID)
+	}
+}
+
 func sameIDs(a, b []ebpf.ProgramID) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)

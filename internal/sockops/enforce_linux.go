@@ -483,6 +483,36 @@ func attachPinned(a attachment, prog *ebpf.Program) error {
 	return attachLegacy(cg, prog, a.cgroup)
 }
 
+// detachLegacy detaches prog, attached by BPF_PROG_ATTACH, from the cgroup
+// at dir, only if it is attached there: in a cgroup whose programs were
+// attached without BPF_F_ALLOW_MULTI, BPF_PROG_DETACH detaches whichever
+// program is there, whatever program it names (the kernel's compatibility
+// with the first cgroup-BPF interface), and that one is another tool's. A
+// cgroup that is gone took the attachment with it.
+func detachLegacy(dir string, prog *ebpf.Program) error {
+	cg, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) || dir == "" {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer cg.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return err
+	}
+	id, _ := info.ID()
+	q, err := link.QueryPrograms(link.QueryOptions{Target: int(cg.Fd()), Attach: ebpf.AttachCGroupSockOps})
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(q.Programs, func(p link.AttachedProgram) bool { return p.ID == id }) {
+		return nil
+	}
+	return link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
+}
+
 // reattach attaches a's pinned program again at a's cgroup: the kernel
 // detached it when its cgroup was removed (systemctl restart re-creates a
 // service's), or someone detached it by hand. The maps stay as they are.
@@ -664,12 +694,7 @@ func (h *Host) detach(a attachment) error {
 	}
 	pp := filepath.Join(a.dir, pinProg)
 	if prog, err := ebpf.LoadPinnedProgram(pp, nil); err == nil {
-		cg, err := os.Open(a.cgroup)
-		if err == nil {
-			err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
-			cg.Close()
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := detachLegacy(a.cgroup, prog); err != nil {
 			errs = append(errs, fmt.Errorf("detach %s from %s: %w", pp, a.cgroup, err))
 		}
 		prog.Close()
