@@ -20,7 +20,7 @@ func newReassertCmd(env *Env) *cobra.Command {
 	var o reassertOptions
 	cmd := &cobra.Command{
 		Use:   "reassert",
-		Short: "put back applied interrupt affinity, queue, NIC and irqbalance settings that moved (run by lowlat-reassert.timer)",
+		Short: "put back applied interrupt affinity, queue, NIC and irqbalance settings that moved, and attach sock_ops programs a service restart detached (run by lowlat-reassert.timer)",
 		Args:  noArgs,
 		RunE:  runWith(env, &o, runReassert),
 	}

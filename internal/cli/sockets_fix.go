@@ -144,8 +144,9 @@ func (o *fixOptions) set() bool {
 }
 
 // markEnforced fills each connection's Enforced from lowlat's sock_ops
-// entries in this namespace. Listeners are left alone: the entries act on
-// the connections they accept.
+// entries in this namespace whose program is attached (a service restart
+// detaches it, and leaves the entry pinned). Listeners are left alone: the
+// entries act on the connections they accept.
 func markEnforced(rep *sockets.Report) {
 	h, err := sockops.Locate()
 	if err != nil {
@@ -154,6 +155,11 @@ func markEnforced(rep *sockets.Report) {
 	entries, err := h.Entries()
 	if err != nil || len(entries) == 0 {
 		return
+	}
+	for sel := range entries {
+		if on, err := h.Attached(sel); err != nil || !on {
+			delete(entries, sel)
+		}
 	}
 	// A cgroup's or service's entry covers the connections its processes
 	// hold on ports they do not listen on.

@@ -93,6 +93,12 @@ type SockOps struct {
 	// service that is not running).
 	Cgroups    map[string]string `json:"cgroups,omitempty"`
 	Unresolved map[string]string `json:"unresolved,omitempty"`
+	// Detached lists the selectors whose entry is pinned while their
+	// program is not attached (a service restart re-created its cgroup).
+	Detached []string `json:"detached,omitempty"`
+	// MountBPFFS is where lowlat must mount bpffs before it can pin
+	// anything, "" when bpffs is mounted.
+	MountBPFFS string `json:"mount_bpffs,omitempty"`
 }
 
 // FactError records one source that could not be read, and why.

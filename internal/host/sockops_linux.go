@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"os"
+	"slices"
 
 	"github.com/lowlat/lowlat/internal/sockets"
 	"github.com/lowlat/lowlat/internal/sockops"
@@ -34,6 +35,10 @@ func GatherSockOps(ctx context.Context, f *Facts, selectors ...string) {
 		return
 	}
 	so.NetnsCookie = sup.NetnsCookie
+	if so.MountBPFFS, err = sockops.BPFFSToMount(); err != nil {
+		so.Unsupported = err.Error()
+		return
+	}
 	for _, s := range selectors {
 		sel, err := sockops.ParseSelector(s)
 		if err != nil || !sel.Outbound() {
@@ -65,6 +70,11 @@ func GatherSockOps(ctx context.Context, f *Facts, selectors ...string) {
 				if so.Entries == nil {
 					so.Entries = map[string]map[string]string{}
 				}
+				if on, aerr := h.Attached(sel); aerr != nil {
+					f.Errors = append(f.Errors, FactError{Source: "sock_ops:" + sel.String(), Err: aerr.Error()})
+				} else if !on {
+					so.Detached = append(so.Detached, sel.String())
+				}
 				m := map[string]string{}
 				for o, v := range e {
 					m[o.String()] = v
@@ -76,4 +86,5 @@ func GatherSockOps(ctx context.Context, f *Facts, selectors ...string) {
 	if err != nil {
 		f.Errors = append(f.Errors, FactError{Source: "sock_ops:entries", Err: err.Error()})
 	}
+	slices.Sort(so.Detached)
 }

@@ -76,6 +76,12 @@ func Describe(id, applied, live string) string {
 		return fmt.Sprintf("%s queue: applied %s, now %s", dev, applied, gone(live))
 	case "autorate":
 		return fmt.Sprintf("autorate %s: applied %s, now %s", rest, autorateWords(applied), autorateWords(live))
+	case "sockopt":
+		i := strings.LastIndexByte(rest, '/')
+		if i < 0 || live != Detached {
+			return ""
+		}
+		return fmt.Sprintf("%s %s: applied %s, but its sock_ops program is no longer attached (its cgroup was re-created, by a restart, or it was detached): new connections do not get it until 'lowlat reassert'", rest[:i], rest[i+1:], applied)
 	}
 	return ""
 }

@@ -116,10 +116,12 @@ func New(sys *System, id string) (Knob, error) {
 		return newSockopt(sys, rest)
 	case "socket":
 		return newSocket(sys, rest)
+	case "bpffs":
+		return newBPFFS(sys, rest)
 	case "autorate":
 		return newAutorate(sys, rest)
 	}
-	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route, ethtool, irq, queue, service, irqbalance, cpufreq, block, dropin, sockopt, socket, autorate)", id, kind)
+	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route, ethtool, irq, queue, service, irqbalance, cpufreq, block, dropin, sockopt, socket, bpffs, autorate)", id, kind)
 }
 
 // Verify reads k back and checks it against want.

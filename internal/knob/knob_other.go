@@ -22,3 +22,7 @@ func newSockopt(sys *System, rest string) (Knob, error) {
 func newSocket(sys *System, rest string) (Knob, error) {
 	return nil, fmt.Errorf("socket knobs: %w on %s", ErrNotSupported, runtime.GOOS)
 }
+
+func newBPFFS(sys *System, rest string) (Knob, error) {
+	return nil, fmt.Errorf("bpffs knobs: %w on %s", ErrNotSupported, runtime.GOOS)
+}

@@ -8,8 +8,9 @@ import "strings"
 var volatileKinds = map[string]bool{
 	"sysctl": true, "sysfs": true, "qdisc": true, "route": true, "ethtool": true,
 	"irq": true, "queue": true, "cpufreq": true, "block": true,
-	// bpffs is in memory, and connections end with the boot.
-	"sockopt": true, "socket": true,
+	// bpffs is in memory, and connections end with the boot; so does a
+	// mount.
+	"sockopt": true, "socket": true, "bpffs": true,
 }
 
 // deviceKinds act on a device that can disappear (an interface unplugged
@@ -50,8 +51,9 @@ func SurvivesReboot(id, value string) bool {
 // contestedKinds are changed behind lowlat's back by other software on the
 // host: irqbalance moves interrupts, a driver reset or a NIC flap resets
 // queue steering and ethtool settings, a package upgrade starts a service
-// again (runbook 002 re-asserts affinity every 5 minutes for this).
-var contestedKinds = map[string]bool{"irq": true, "queue": true, "ethtool": true, "service": true}
+// again (runbook 002 re-asserts affinity every 5 minutes for this), a
+// service restart re-creates its cgroup without the sock_ops program.
+var contestedKinds = map[string]bool{"irq": true, "queue": true, "ethtool": true, "service": true, "sockopt": true}
 
 // Contested reports whether knob id is of a kind other software moves, the
 // ones 'lowlat reassert' (lowlat-reassert.timer) puts back.

@@ -16,6 +16,12 @@ import (
 // get. Absent means no entry for it; writing Absent removes it, and removing
 // the last one detaches the program and its pins.
 //
+// An entry whose program is not attached reads Detached: the kernel
+// detached it (its cgroup was re-created by a service restart) while the
+// pins stayed, and new connections do not get the option. Writing a value
+// attaches the pinned program again; a rollback to Detached (recorded when
+// the apply found it so) removes the entry, which enforces as little.
+//
 // socket/<selector>/<option> is the same option on the connections that
 // exist (pidfd_getfd + setsockopt). Its value lists them by socket inode,
 // "INODE=VALUE ...", or "-" when there are none; the desired value "*=V"
@@ -50,7 +56,7 @@ func newSockopt(sys *System, rest string) (Knob, error) {
 func (k *sockoptKnob) ID() string { return k.id }
 
 func (k *sockoptKnob) Validate(v string) error {
-	if v == Absent {
+	if v == Absent || v == Detached {
 		return nil
 	}
 	return k.opt.CheckValue(v)
@@ -65,10 +71,19 @@ func (k *sockoptKnob) Read(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v, ok := e[k.opt]; ok {
-		return v, nil
+	v, ok := e[k.opt]
+	if !ok {
+		return Absent, nil
 	}
-	return Absent, nil
+	// The pins say what was attached, the kernel what is.
+	on, err := h.Attached(k.sel)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", k.id, err)
+	}
+	if !on {
+		return Detached, nil
+	}
+	return v, nil
 }
 
 func (k *sockoptKnob) Write(ctx context.Context, v string) error {
@@ -80,7 +95,7 @@ func (k *sockoptKnob) Write(ctx context.Context, v string) error {
 	if err != nil {
 		return err
 	}
-	if v == Absent {
+	if v == Absent || v == Detached {
 		delete(e, k.opt)
 	} else {
 		e[k.opt] = k.opt.Canon(v)
@@ -89,10 +104,23 @@ func (k *sockoptKnob) Write(ctx context.Context, v string) error {
 }
 
 func (k *sockoptKnob) Satisfied(live, desired string) bool {
-	if live == Absent || desired == Absent {
+	switch {
+	case desired == Detached:
+		return live == Detached || live == Absent // enforcing nothing either way
+	case live == Absent || desired == Absent || live == Detached:
 		return live == desired
 	}
 	return k.opt.Canon(live) == k.opt.Canon(desired)
+}
+
+// Same is for restores. A recorded Detached is given back as no entry (the
+// stale pins are not made again), and a live Detached is not a recorded
+// Absent: its pins must go.
+func (k *sockoptKnob) Same(live, recorded string) bool {
+	if recorded == Detached {
+		return live == Detached || live == Absent
+	}
+	return k.Satisfied(live, recorded) && k.Satisfied(recorded, live)
 }
 
 type socketKnob struct {

@@ -57,3 +57,46 @@ func TestSocketKnobValues(t *testing.T) {
 		t.Error("sockopt nodelay=2 validated")
 	}
 }
+
+// TestSockoptDetached: an entry whose program is not attached is not in
+// force (status drift, reassert writes it), a rollback from it removes the
+// stale pins, and a rollback to it (recorded so at apply) is done once the
+// entry is gone.
+func TestSockoptDetached(t *testing.T) {
+	k, err := New(Live, "sockopt/service:gw.service/nodelay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.(Validator).Validate(Detached); err != nil {
+		t.Errorf("Validate(%s): %v", Detached, err)
+	}
+	for _, c := range []struct {
+		live, want string
+		satisfied  bool // status: no drift; reassert: nothing to do
+		same       bool // rollback to want: nothing (more) to write
+	}{
+		{Detached, "1", false, false},
+		{Detached, Absent, false, false}, // the stale pins must go
+		{Absent, Detached, true, true},
+		{Detached, Detached, true, true},
+		{"1", Detached, false, false},
+		{"1", "1", true, true},
+	} {
+		if got := k.Satisfied(c.live, c.want); got != c.satisfied {
+			t.Errorf("Satisfied(%q, %q) = %v, want %v", c.live, c.want, got, c.satisfied)
+		}
+		if got := Same(k, c.live, c.want); got != c.same {
+			t.Errorf("Same(%q, %q) = %v, want %v", c.live, c.want, got, c.same)
+		}
+	}
+	if !Contested("sockopt/service:gw.service/nodelay") {
+		t.Error("sockopt knobs are not contested: reassert would not attach a detached program again")
+	}
+	w := Describe("sockopt/service:gw.service/nodelay", "1", Detached)
+	if !strings.Contains(w, "service:gw.service nodelay: applied 1") || !strings.Contains(w, "no longer attached") {
+		t.Errorf("Describe: %q", w)
+	}
+	if w := Describe("sockopt/port:7000/nodelay", "1", "0"); w != "" {
+		t.Errorf("Describe of a value that is not detached: %q", w)
+	}
+}

@@ -154,6 +154,7 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 			devs = append(devs, socketRows(f, s)...)
 		}
 	}
+	devs = withBPFFS(f, devs)
 	// An autorate policy comes after the qdiscs: a rollback removes it,
 	// stopping the daemon that moves the shaper's rate, before the qdisc
 	// is restored.

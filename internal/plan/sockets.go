@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lowlat/lowlat/internal/host"
@@ -45,8 +46,12 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 		if v, ok := so.Entries[sel.String()][opt.String()]; ok {
 			entry.Current = v
 		}
-		entry.decide(entry.Current == value)
 		var notes []string
+		if entry.Current != knob.Absent && slices.Contains(so.Detached, sel.String()) {
+			entry.Current = knob.Detached
+			notes = append(notes, "its entry is pinned but the program is no longer attached (its cgroup was re-created): apply attaches it again")
+		}
+		entry.decide(entry.Current == value)
 		if sel.Outbound() {
 			notes = append(notes, "the connections its processes open, by a program attached at its cgroup "+so.Cgroups[sel.String()])
 		} else if !listening(f, sel.Port) {
@@ -128,4 +133,25 @@ func portConns(f *host.Facts, port uint16, opt sockops.Option) (est, known, node
 		}
 	}
 	return est, known, nodelay
+}
+
+// withBPFFS puts, before the first sockopt row to apply, the mount of bpffs
+// where nothing has mounted one: lowlat's pins need it, and as a knob of
+// its own it is journaled, so a rollback unmounts it after the pins are
+// gone (rollback runs in reverse).
+func withBPFFS(f *host.Facts, rows []Change) []Change {
+	if f.SockOps == nil || f.SockOps.MountBPFFS == "" {
+		return rows
+	}
+	for i, c := range rows {
+		if c.Action != Set || knob.Kind(c.Knob) != "sockopt" {
+			continue
+		}
+		m := Change{Knob: "bpffs" + f.SockOps.MountBPFFS, Current: knob.Absent, Desired: knob.BPFFSMounted,
+			Supported: true, Action: Set, Setting: c.Setting, Source: c.Source,
+			Reason: "sock_ops pins live in bpffs, and nothing has mounted it here",
+			Note:   "a rollback unmounts it once nothing is pinned there"}
+		return slices.Insert(rows, i, m)
+	}
+	return rows
 }

@@ -123,3 +123,53 @@ func TestSocketRows(t *testing.T) {
 		t.Errorf("capture: %+v", c)
 	}
 }
+
+// TestSocketRowsDetachedAndBPFFS: an entry whose program a service restart
+// detached is not in force, and is planned again; where nothing has mounted
+// bpffs, its mount comes before the first entry to set, so a rollback (in
+// reverse) unmounts it after the pins are gone.
+func TestSocketRowsDetachedAndBPFFS(t *testing.T) {
+	svc := "[[sockets]]\nmatch = \"service:gw.service\"\nnodelay = true\n"
+	so := &host.SockOps{NetnsCookie: true, Cgroups: map[string]string{"service:gw.service": "/sys/fs/cgroup/system.slice/gw.service"},
+		Entries: map[string]map[string]string{"service:gw.service": {"nodelay": "1"}}}
+	if c := rows(t, gateway(so), svc)["sockopt/service:gw.service/nodelay"]; c.Action != OK || c.Current != "1" {
+		t.Errorf("attached: %+v, want ok at 1", c)
+	}
+	so.Detached = []string{"service:gw.service"}
+	if c := rows(t, gateway(so), svc)["sockopt/service:gw.service/nodelay"]; c.Action != Set || c.Current != "<detached>" || !strings.Contains(c.Note, "no longer attached") {
+		t.Errorf("detached: %+v, want set from <detached>, saying why", c)
+	}
+
+	for _, tt := range []struct {
+		name  string
+		mount string
+		want  []string
+	}{
+		{"bpffs mounted", "", []string{"sockopt/port:7000/nodelay", "socket/port:7000/nodelay"}},
+		{"bpffs not mounted", "/sys/fs/bpf", []string{"bpffs/sys/fs/bpf", "sockopt/port:7000/nodelay", "socket/port:7000/nodelay"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Make(gateway(&host.SockOps{NetnsCookie: true, MountBPFFS: tt.mount}), socketsProfile(t, "[[sockets]]\nmatch = \"port:7000\"\nnodelay = true\n"), Options{Ifaces: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range p.ToApply() {
+				got = append(got, c.Knob)
+			}
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("apply order (-want +got):\n- %v\n+ %v", tt.want, got)
+			}
+			if tt.mount != "" {
+				if c := p.ToApply()[0]; c.Current != "<absent>" || c.Desired != "mounted" || !c.Supported {
+					t.Errorf("mount row: %+v", c)
+				}
+			}
+		})
+	}
+	// Nothing to set: nothing to mount.
+	so = &host.SockOps{NetnsCookie: true, MountBPFFS: "/sys/fs/bpf", Entries: map[string]map[string]string{"port:7000": {"nodelay": "1"}}}
+	if c, ok := rows(t, gateway(so), "[[sockets]]\nmatch = \"port:7000\"\nnodelay = true\n")["bpffs/sys/fs/bpf"]; ok {
+		t.Errorf("a mount row with nothing to set: %+v", c)
+	}
+}

@@ -15,14 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bpffsDefault is where bpffs is mounted when nothing has mounted it yet
-// (systemd mounts it there on boot; minimal systems may not).
-const bpffsDefault = "/sys/fs/bpf"
-
 // Pin names inside a namespace's directory.
 const (
-	pinLink    = "link"
-	pinProg    = "prog" // kernels without bpf_link for cgroups (< 5.7)
+	pinLink    = "link" // the attachment, where the kernel has bpf_link for cgroups (5.7)
+	pinProg    = "prog" // the program, attached by BPF_PROG_ATTACH, where it has not
 	pinOptions = "options"
 	pinCounts  = "counts"
 )
@@ -46,8 +42,9 @@ type Host struct {
 }
 
 // Open prepares enforcement in the caller's network namespace: it probes the
-// kernel, finds the cgroup v2 root and bpffs (mounting bpffs at /sys/fs/bpf
-// when nothing has), and names the pin directory. It attaches nothing.
+// kernel, finds the cgroup v2 root and bpffs, and names the pin directory.
+// It attaches nothing, and mounts nothing: a bpffs lowlat needs is mounted
+// by its own knob, before (BPFFSToMount), so a rollback unmounts it.
 func Open() (*Host, error) {
 	sup, err := Probe()
 	if err != nil {
@@ -57,9 +54,12 @@ func Open() (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := bpffs(true)
+	fs, err := bpffs()
 	if err != nil {
 		return nil, err
+	}
+	if fs == "" {
+		return nil, fmt.Errorf("bpffs is not mounted here: sock_ops pins live there (a plan with [[sockets]] mounts it on %s first, as a knob of its own): %w", BPFFSDefault, ErrUnsupported)
 	}
 	h := &Host{Cgroup: cg, Support: sup, fs: fs}
 	if sup.NetnsCookie {
@@ -76,7 +76,7 @@ func Open() (*Host, error) {
 // facts, an unprivileged user). Its Host can Read, list Entries, Pins and
 // Counts; Set needs Open.
 func Locate() (*Host, error) {
-	fs, err := bpffs(false)
+	fs, err := bpffs()
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +84,9 @@ func Locate() (*Host, error) {
 	if fs == "" {
 		return h, nil // nothing mounted, nothing pinned
 	}
+	// Where the port selectors' program acts; unknown stays "" (Attached
+	// then says why).
+	h.Cgroup, _ = Cgroup2Root()
 	c, err := netnsCookie()
 	if err == nil {
 		h.Netns = c
@@ -206,7 +209,15 @@ type attachment struct {
 // to read).
 func (h *Host) attachmentOf(sel Selector, resolve bool) (attachment, error) {
 	if !sel.Outbound() {
-		return attachment{dir: h.Dir, cgroup: h.Cgroup, port: sel.Port}, nil
+		a := attachment{dir: h.Dir, cgroup: h.Cgroup, port: sel.Port}
+		if resolve && a.cgroup == "" {
+			cg, err := Cgroup2Root()
+			if err != nil {
+				return a, err
+			}
+			a.cgroup = cg
+		}
+		return a, nil
 	}
 	a := attachment{dir: filepath.Join(h.Dir, selectorDir(sel)), outbound: true}
 	if resolve {
@@ -217,22 +228,6 @@ func (h *Host) attachmentOf(sel Selector, resolve bool) (attachment, error) {
 		a.cgroup = cg
 	}
 	return a, nil
-}
-
-// bpffs returns bpffs's mount point; when none, mounts it at /sys/fs/bpf
-// if mount is set, otherwise returns "".
-func bpffs(mount bool) (string, error) {
-	dir, err := hostMount("bpf")
-	if err != nil || dir != "" || !mount {
-		return dir, err
-	}
-	if ownMountNS() {
-		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s)", bpffsDefault)
-	}
-	if err := unix.Mount("bpf", bpffsDefault, "bpf", 0, "mode=0700"); err != nil {
-		return "", fmt.Errorf("mount bpffs on %s: %w", bpffsDefault, err)
-	}
-	return bpffsDefault, nil
 }
 
 // netnsCookie is the caller's network namespace cookie, as the kernel's
@@ -294,15 +289,20 @@ func (h *Host) Set(sel Selector, e Entry) error {
 		return err
 	}
 	defer unlock()
-	// Removing needs the cgroup only to detach a legacy program (before
-	// bpf_link, 5.7); a service that has stopped, its cgroup gone with the
-	// program attached there, can still lose its entry.
 	a, err := h.attachmentOf(sel, true)
-	if err != nil && len(e) == 0 {
-		a, err = h.attachmentOf(sel, false)
-	}
 	if err != nil {
-		return fmt.Errorf("sock_ops %s: %w", sel, err)
+		// Only attaching needs the cgroup. A service that has stopped, its
+		// cgroup gone and the program detached with it, can still lose its
+		// entry, or options of it (a rollback, one option at a time).
+		cur, rerr := h.Read(sel)
+		if rerr != nil || !shrinks(cur, e) {
+			return fmt.Errorf("sock_ops %s: %w", sel, err)
+		}
+		a, _ = h.attachmentOf(sel, false)
+		if len(e) == 0 {
+			return h.delete(sel, a)
+		}
+		return h.put(sel, a, b)
 	}
 	if len(e) == 0 {
 		return h.delete(sel, a)
@@ -310,6 +310,32 @@ func (h *Host) Set(sel Selector, e Entry) error {
 	m, err := h.attach(a)
 	if err != nil {
 		return fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	defer m.Close()
+	if err := m.Put(key(h.Netns, a.port), b); err != nil {
+		return fmt.Errorf("sock_ops %s: write entry: %w", sel, err)
+	}
+	return nil
+}
+
+// shrinks reports whether e is cur with options taken away, none changed.
+func shrinks(cur, e Entry) bool {
+	if len(e) >= len(cur) {
+		return len(e) == 0 && len(cur) == 0
+	}
+	for o, v := range e {
+		if c, ok := cur[o]; !ok || o.Canon(c) != o.Canon(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// put writes a's entry into its pinned map, attaching nothing.
+func (h *Host) put(sel Selector, a attachment, b []byte) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil)
+	if err != nil {
+		return fmt.Errorf("sock_ops %s: open pinned map: %w", sel, err)
 	}
 	defer m.Close()
 	if err := m.Put(key(h.Netns, a.port), b); err != nil {
@@ -338,13 +364,23 @@ func (h *Host) delete(sel Selector, a attachment) error {
 }
 
 // attach returns the pinned options map of a, loading, attaching and
-// pinning the program and its maps when they are not there.
+// pinning the program and its maps when they are not there, and attaching
+// the pinned program again when it is not attached (its cgroup re-created).
 func (h *Host) attach(a attachment) (*ebpf.Map, error) {
 	if m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil); err == nil {
-		if attached(a.dir) {
+		on, err := attachedAt(a)
+		if err == nil && !on && pinned(a.dir) {
+			// The maps keep their entries (other ports') and counts.
+			err = h.reattach(a)
+			on = err == nil
+		}
+		if on {
 			return m, nil
 		}
 		m.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	// Half-made pins (a crash between pinning and attaching) go first.
 	if err := h.detach(a); err != nil {
@@ -374,41 +410,249 @@ func (h *Host) attach(a attachment) (*ebpf.Map, error) {
 		return nil, bpfError("load the sock_ops program", err)
 	}
 	defer prog.Close()
-	fail := func(what string, err error) (*ebpf.Map, error) {
+	fail := func(err error) (*ebpf.Map, error) {
 		opts.Close()
 		_ = h.detach(a)
-		return nil, bpfError(what, err)
+		return nil, err
 	}
 	if err := opts.Pin(filepath.Join(a.dir, pinOptions)); err != nil {
-		return fail("pin the options map", err)
+		return fail(bpfError("pin the options map", err))
 	}
 	if err := counts.Pin(filepath.Join(a.dir, pinCounts)); err != nil {
-		return fail("pin the counts map", err)
+		return fail(bpfError("pin the counts map", err))
 	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: a.cgroup, Attach: ebpf.AttachCGroupSockOps, Program: prog})
-	if err != nil {
-		return fail("attach the sock_ops program to cgroup "+a.cgroup, err)
-	}
-	defer l.Close()
-	if err := l.Pin(filepath.Join(a.dir, pinLink)); err != nil {
-		// Before bpf_link (5.7) the attachment holds the program by itself:
-		// pin the program, so it can be found and detached later.
-		if perr := prog.Pin(filepath.Join(a.dir, pinProg)); perr != nil {
-			_ = l.Close()
-			return fail("pin the sock_ops program", errors.Join(err, perr))
-		}
+	if err := attachPinned(a, prog); err != nil {
+		return fail(err)
 	}
 	return opts, nil
 }
 
-// attached reports whether dir holds the program's link (or legacy program).
-func attached(dir string) bool {
-	for _, p := range []string{pinLink, pinProg} {
-		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
-			return true
+// cgroupLink attaches prog to the cgroup open as cg by a bpf_link. A kernel
+// without bpf_link for cgroups (before 5.7) answers ebpf.ErrNotSupported:
+// cilium/ebpf finds that out by trying BPF_LINK_CREATE, not from the
+// version. A test build can make it answer that on any kernel
+// (LOWLAT_TEST_NO_CGROUP_LINK), to run the legacy path on this one.
+var cgroupLink = func(cg *os.File, prog *ebpf.Program) (*link.RawLink, error) {
+	return link.AttachRawLink(link.RawLinkOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
+}
+
+// attachLegacy attaches prog to the cgroup open as cg the way a kernel
+// without bpf_link does: BPF_PROG_ATTACH with BPF_F_ALLOW_MULTI (4.15), so
+// it runs beside the programs attached there and replaces none (cilium/ebpf's
+// own fallback would take BPF_F_ALLOW_OVERRIDE before 5.6, which replaces
+// one). The attachment belongs to the cgroup, not to a descriptor: it stays
+// when lowlat exits, until a BPF_PROG_DETACH names this program, or the
+// cgroup goes.
+func attachLegacy(cg *os.File, prog *ebpf.Program, where string) error {
+	err := link.RawAttachProgram(link.RawAttachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps, Flags: unix.BPF_F_ALLOW_MULTI})
+	if err != nil {
+		return fmt.Errorf("attach the sock_ops program to cgroup %s: this kernel has no bpf_link for cgroups (5.7), and BPF_PROG_ATTACH with BPF_F_ALLOW_MULTI (4.15) failed (%v): a program attached there or above without BPF_F_ALLOW_MULTI admits no other, and lowlat does not replace it: %w", where, err, ErrUnsupported)
+	}
+	return nil
+}
+
+// attachPinned attaches prog at a's cgroup and pins what holds the
+// attachment: its bpf_link, or, on a kernel without, the program itself,
+// pinned before it is attached, so that a lowlat killed right after the
+// attach leaves a pin that the next rollback finds and detaches.
+func attachPinned(a attachment, prog *ebpf.Program) error {
+	cg, err := os.Open(a.cgroup)
+	if err != nil {
+		return fmt.Errorf("attach the sock_ops program: open cgroup %s: %w", a.cgroup, err)
+	}
+	defer cg.Close()
+	l, err := cgroupLink(cg, prog)
+	if err == nil {
+		// Until it is pinned, the link lives by this descriptor: closed
+		// unpinned, it detaches.
+		defer l.Close()
+		if err := l.Pin(filepath.Join(a.dir, pinLink)); err != nil {
+			return bpfError("pin the sock_ops link", err)
+		}
+		return nil
+	}
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return bpfError("attach the sock_ops program to cgroup "+a.cgroup, err)
+	}
+	pp := filepath.Join(a.dir, pinProg)
+	if !exists(pp) {
+		if err := prog.Pin(pp); err != nil {
+			return bpfError("pin the sock_ops program", err)
 		}
 	}
-	return false
+	return attachLegacy(cg, prog, a.cgroup)
+}
+
+// detachLegacy detaches prog, attached by BPF_PROG_ATTACH, from the cgroup
+// at dir, only if it is attached there: in a cgroup whose programs were
+// attached without BPF_F_ALLOW_MULTI, BPF_PROG_DETACH detaches whichever
+// program is there, whatever program it names (the kernel's compatibility
+// with the first cgroup-BPF interface), and that one is another tool's. A
+// cgroup that is gone took the attachment with it.
+func detachLegacy(dir string, prog *ebpf.Program) error {
+	cg, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) || dir == "" {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer cg.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return err
+	}
+	id, _ := info.ID()
+	q, err := link.QueryPrograms(link.QueryOptions{Target: int(cg.Fd()), Attach: ebpf.AttachCGroupSockOps})
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(q.Programs, func(p link.AttachedProgram) bool { return p.ID == id }) {
+		return nil
+	}
+	return link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
+}
+
+// reattach attaches a's pinned program again at a's cgroup: the kernel
+// detached it when its cgroup was removed (systemctl restart re-creates a
+// service's), or someone detached it by hand. The maps stay as they are.
+func (h *Host) reattach(a attachment) error {
+	var prog *ebpf.Program
+	lp := filepath.Join(a.dir, pinLink)
+	old, err := link.LoadPinnedLink(lp, nil)
+	switch {
+	case err == nil:
+		info, err := old.Info()
+		if err == nil {
+			prog, err = ebpf.NewProgramFromID(info.Program)
+		}
+		if err != nil {
+			old.Close()
+			return bpfError("find the program of "+lp, err)
+		}
+		// The old link is defunct (its cgroup is gone) or attached where
+		// it should not be: it goes, and the new one takes its pin.
+		err = old.Detach()
+		if err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+			old.Close()
+			prog.Close()
+			return fmt.Errorf("detach %s: %w", lp, err)
+		}
+		err = old.Unpin()
+		old.Close()
+		if err != nil {
+			prog.Close()
+			return fmt.Errorf("unpin %s: %w", lp, err)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		pp := filepath.Join(a.dir, pinProg)
+		if prog, err = ebpf.LoadPinnedProgram(pp, nil); err != nil {
+			return bpfError("open pinned program "+pp, err)
+		}
+	default:
+		return bpfError("open pinned link "+lp, err)
+	}
+	defer prog.Close()
+	return attachPinned(a, prog)
+}
+
+// pinned reports whether dir holds the program's link or legacy program:
+// something a rollback must detach. It says nothing of whether the program
+// is attached (attachedAt).
+func pinned(dir string) bool {
+	return exists(filepath.Join(dir, pinLink)) || exists(filepath.Join(dir, pinProg))
+}
+
+// pinnedProgram returns the ID of the program a's pins hold: the link's, or
+// the legacy program's; 0 when there is neither.
+func pinnedProgram(dir string) (ebpf.ProgramID, error) {
+	lp := filepath.Join(dir, pinLink)
+	l, err := link.LoadPinnedLink(lp, nil)
+	if err == nil {
+		defer l.Close()
+		info, err := l.Info()
+		if err != nil {
+			return 0, bpfError("read pinned link "+lp, err)
+		}
+		return info.Program, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return 0, bpfError("open pinned link "+lp, err)
+	}
+	pp := filepath.Join(dir, pinProg)
+	p, err := ebpf.LoadPinnedProgram(pp, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, bpfError("open pinned program "+pp, err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		return 0, bpfError("read pinned program "+pp, err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, fmt.Errorf("read pinned program %s: the kernel does not say its ID: %w", pp, ErrUnsupported)
+	}
+	return id, nil
+}
+
+// attachedAt reports whether a's program is attached at a's cgroup, as the
+// kernel says (BPF_PROG_QUERY on the cgroup): pins outlive an attachment,
+// the kernel detaches a cgroup's programs when the cgroup is removed, and
+// a cgroup created again at the same path is a new one with none. A cgroup
+// that does not exist (a service that is not running) has nothing attached.
+func attachedAt(a attachment) (bool, error) {
+	id, err := pinnedProgram(a.dir)
+	if err != nil || id == 0 {
+		return false, err
+	}
+	if a.cgroup == "" {
+		return false, fmt.Errorf("sock_ops: where %s's program attaches is not known", a.dir)
+	}
+	cg, err := os.Open(a.cgroup)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("open cgroup %s: %w", a.cgroup, err)
+	}
+	defer cg.Close()
+	q, err := link.QueryPrograms(link.QueryOptions{Target: int(cg.Fd()), Attach: ebpf.AttachCGroupSockOps})
+	if err != nil {
+		return false, bpfError("query the sock_ops programs of cgroup "+a.cgroup, err)
+	}
+	for _, p := range q.Programs {
+		if p.ID == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Attached reports whether sel's program acts on new connections: attached,
+// as the kernel says, where it must be (the cgroup v2 root for a port, the
+// cgroup for a cgroup or service selector), not merely pinned. A service
+// whose cgroup was re-created by a restart, or that is not running, has
+// its entry pinned and no program attached: false.
+func (h *Host) Attached(sel Selector) (bool, error) {
+	if h.Dir == "" {
+		return false, nil
+	}
+	a, err := h.attachmentOf(sel, true)
+	if err != nil {
+		if errors.Is(err, errNoCgroup) {
+			return false, nil
+		}
+		return false, fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	on, err := attachedAt(a)
+	if err != nil {
+		return false, fmt.Errorf("sock_ops %s: %w", sel, err)
+	}
+	return on, nil
 }
 
 // Pins lists lowlat's pinned objects for this namespace, every attachment's:
@@ -450,12 +694,7 @@ func (h *Host) detach(a attachment) error {
 	}
 	pp := filepath.Join(a.dir, pinProg)
 	if prog, err := ebpf.LoadPinnedProgram(pp, nil); err == nil {
-		cg, err := os.Open(a.cgroup)
-		if err == nil {
-			err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
-			cg.Close()
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := detachLegacy(a.cgroup, prog); err != nil {
 			errs = append(errs, fmt.Errorf("detach %s from %s: %w", pp, a.cgroup, err))
 		}
 		prog.Close()
@@ -546,7 +785,7 @@ func Clear() ([]Selector, error) {
 	for sel := range entries {
 		sels[sel] = true
 	}
-	if attached(h.Dir) || exists(filepath.Join(h.Dir, pinOptions)) {
+	if pinned(h.Dir) || exists(filepath.Join(h.Dir, pinOptions)) {
 		// The port selectors' attachment: any port names it.
 		sels[Selector{Port: 1}] = true
 	}
@@ -567,4 +806,10 @@ func Clear() ([]Selector, error) {
 	}
 	slices.SortFunc(done, func(a, b Selector) int { return strings.Compare(a.String(), b.String()) })
 	return done, errors.Join(errs...)
+}
+
+// noCgroupLink is cgroupLink on a kernel before 5.7, for tests: cilium/ebpf
+// answers ebpf.ErrNotSupported there, from its probe of BPF_LINK_CREATE.
+func noCgroupLink(*os.File, *ebpf.Program) (*link.RawLink, error) {
+	return nil, fmt.Errorf("create link: bpf_link (pretended missing for a test): %w", ebpf.ErrNotSupported)
 }

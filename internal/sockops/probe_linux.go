@@ -27,6 +27,11 @@ type Support struct {
 	// Refused holds, per option bpf_setsockopt refused in sock_ops, the
 	// kernel's reason. An option not in it was accepted.
 	Refused map[Option]error
+	// CgroupLink: the kernel attaches to cgroups by bpf_link (5.7), and
+	// lowlat pins the link. Without it, the program is attached with
+	// BPF_PROG_ATTACH (BPF_F_ALLOW_MULTI) and pinned itself; the attachment
+	// is the cgroup's until a rollback detaches exactly that program.
+	CgroupLink bool
 }
 
 // Check says whether o can be set, and why not.
@@ -124,11 +129,26 @@ func probe() (*Support, error) {
 		return nil, bpfError("load the probe program", err)
 	}
 	defer prog.Close()
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg, Attach: ebpf.AttachCGroupSockOps, Program: prog})
+	// Attached as lowlat's own program will be: by a bpf_link, or where the
+	// kernel has none, by BPF_PROG_ATTACH, detached again on the way out.
+	cgf, err := os.Open(cg)
 	if err != nil {
+		return nil, fmt.Errorf("probe sock_ops: open cgroup %s: %w", cg, err)
+	}
+	defer cgf.Close()
+	l, err := cgroupLink(cgf, prog)
+	switch {
+	case err == nil:
+		s.CgroupLink = true
+		defer l.Close()
+	case errors.Is(err, ebpf.ErrNotSupported):
+		if err := attachLegacy(cgf, prog, cg); err != nil {
+			return nil, err
+		}
+		defer link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cgf.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps})
+	default:
 		return nil, bpfError("attach the probe program to cgroup "+cg, err)
 	}
-	defer l.Close()
 
 	c, err := net.DialTimeout("tcp4", ln.Addr().String(), 2*time.Second)
 	if err != nil {
@@ -212,7 +232,7 @@ func hostMount(fstype string) (string, error) {
 	if err != nil || dir != "" {
 		return dir, err
 	}
-	if !ownMountNS() {
+	if !privateMountNS() {
 		return "", nil
 	}
 	dir, err = mountOf(mountinfoInit, fstype)

@@ -17,9 +17,21 @@ import (
 //   - LOWLAT_TEST_NO_BPF=1 makes bpf(2) fail with ENOSYS in this process
 //     (a seccomp filter on every thread), which is what a kernel built
 //     without CONFIG_BPF_SYSCALL answers.
+//   - LOWLAT_TEST_NO_CGROUP_LINK=1 makes creating a cgroup's bpf_link
+//     answer what a kernel before 5.7 answers (not supported), so the
+//     legacy attachment (BPF_PROG_ATTACH) runs on this kernel.
+//   - LOWLAT_TEST_HOST_MOUNTNS=1 takes this process's mount namespace for
+//     the host's: a test mounts and unmounts bpffs in a namespace of its
+//     own, never on the machine's /sys/fs/bpf.
 func init() {
 	if f := os.Getenv("LOWLAT_TEST_MOUNTINFO"); f != "" {
 		mountinfoSelf, mountinfoInit = f, f
+	}
+	if os.Getenv("LOWLAT_TEST_NO_CGROUP_LINK") == "1" {
+		cgroupLink = noCgroupLink
+	}
+	if os.Getenv("LOWLAT_TEST_HOST_MOUNTNS") == "1" {
+		privateMountNS = func() bool { return false }
 	}
 	if os.Getenv("LOWLAT_TEST_NO_BPF") == "1" {
 		if err := denyBPF(); err != nil {
