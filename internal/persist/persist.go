@@ -29,9 +29,11 @@ const (
 	// UnitDropins holds one drop-in per persisted transaction that orders
 	// the boot unit after the NICs it configures.
 	UnitDropins = "/etc/systemd/system/lowlat-boot.service.d"
-	// The timer re-asserts interrupt affinities, queue steering and the
-	// irqbalance state every 5 minutes (runbook 002: irqbalance, a driver
-	// reset or a NIC flap moves interrupts back).
+	// The timer re-asserts interrupt affinities, queue steering, the
+	// irqbalance state and sock_ops attachments every 5 minutes (runbook
+	// 002: irqbalance, a driver reset or a NIC flap moves interrupts back;
+	// a service restart re-creates the cgroup a sock_ops program was
+	// attached to).
 	ReassertService = "/etc/systemd/system/lowlat-reassert.service"
 	ReassertTimer   = "/etc/systemd/system/lowlat-reassert.timer"
 	ReassertWants   = "/etc/systemd/system/timers.target.wants/lowlat-reassert.timer"
@@ -182,7 +184,7 @@ func Changes(settings []Setting, o Options) ([]Change, []string) {
 	}
 	if reassert > 0 {
 		out = append(out, o.file(ReassertService, reassertService(writtenHeader, o.Exe, o.Journal)), o.file(ReassertTimer, reassertTimer(writtenHeader)), o.link(ReassertWants, ReassertTimer))
-		notes = append(notes, "lowlat-reassert.timer re-asserts interrupt and queue settings every 5 minutes from the next boot; to start it now: systemctl daemon-reload && systemctl start lowlat-reassert.timer")
+		notes = append(notes, "lowlat-reassert.timer re-asserts interrupt, queue and sock_ops settings every 5 minutes from the next boot; to start it now: systemctl daemon-reload && systemctl start lowlat-reassert.timer")
 	}
 	return out, notes
 }
