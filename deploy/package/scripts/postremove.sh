@@ -6,6 +6,10 @@
 # still in force: it is the only record of what the host had before, and a
 # reinstalled lowlat rolls them back from it. Then the purge warns loudly and
 # keeps /var/lib/lowlat. rpm has no purge: the journal stays on erase.
+#
+# rpm's upgrade restarts the monitor and the autorate instances that run
+# here, with the new files in place (%systemd_postun_with_restart); Debian's
+# does it in postinst.
 set -e
 state=/var/lib/lowlat
 case "$1" in
@@ -27,5 +31,10 @@ purge)
 esac
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
+	case "$1" in
+	[1-9]*)
+		systemctl try-restart lowlat-monitor.service 'lowlat-autorate@*.service' >/dev/null 2>&1 || true
+		;;
+	esac
 fi
 exit 0
