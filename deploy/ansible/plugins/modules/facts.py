@@ -26,7 +26,7 @@ extends_documentation_fragment:
 notes:
   - Supports check mode.
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''

@@ -32,7 +32,7 @@ notes:
   - Needs root on the host.
   - Supports check mode and diff mode.
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''

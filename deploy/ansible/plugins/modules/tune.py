@@ -74,7 +74,7 @@ notes:
   - Needs root on the host, as lowlat apply does.
   - Supports check mode and diff mode.
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''
