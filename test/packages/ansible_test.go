@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lowlat/lowlat/internal/testnet"
 )
@@ -136,6 +138,63 @@ func TestAnsibleRollbackCheckMode(t *testing.T) {
 		}
 		inForce()
 	})
+}
+
+// TestAnsibleRoleNeedsProfile plays the role on this machine (connection
+// local) with an empty profile, and without one: the play must fail at the
+// role's first task, before it writes the monitor configuration the
+// inventory asks for (or installs a package), saying what is missing.
+func TestAnsibleRoleNeedsProfile(t *testing.T) {
+	testnet.Heavy(t, "runs the collection's role with ansible-playbook")
+	if _, err := exec.LookPath("ansible-playbook"); err != nil {
+		t.Fatal("ansible-playbook not found: make deps installs it (Debian package ansible-core)")
+	}
+	bin := packagedBinary(t)
+	dir := t.TempDir()
+	collection(t, dir)
+	play := filepath.Join(dir, "play.yml")
+	if err := os.WriteFile(play, []byte("- name: The role alone\n  hosts: localhost\n  gather_facts: false\n  roles:\n    - role: lowlat.lowlat.lowlat\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		profile any // nil: not set
+		want    string
+	}{
+		{"empty", "", "lowlat_profile is empty"},
+		{"blank", "  ", "lowlat_profile is empty"},
+		{"unset", nil, "missing required arguments: lowlat_profile"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			monitor := filepath.Join(t.TempDir(), "monitor.toml")
+			vars := map[string]any{
+				"ansible_python_interpreter": "/usr/bin/python3",
+				"lowlat_binary":              bin, // validates the monitor config
+				"lowlat_monitor_config":      monitor,
+				"lowlat_monitor_targets":     []map[string]any{{"name": "edge", "kind": "udp", "address": "127.0.0.1:7431"}},
+			}
+			if tt.profile != nil {
+				vars["lowlat_profile"] = tt.profile
+			}
+			b, _ := json.Marshal(vars)
+			cmd := exec.Command("ansible-playbook", "-i", "localhost,", "-c", "local", "-e", string(b), play)
+			cmd.Env = append(os.Environ(), ansibleEnv(dir)...)
+			out, code := runBounded(t, cmd, 2*time.Minute)
+			st := recap(out)["localhost"]
+			if code == 0 || st.Failures != 1 || st.Changed != 0 || !strings.Contains(out, tt.want) {
+				t.Errorf("lowlat_profile %s: exit %d, recap %+v, want a failure saying %q and nothing changed:\n%s", tt.name, code, st, tt.want, out)
+			}
+			if _, err := os.Stat(monitor); err == nil {
+				t.Errorf("lowlat_profile %s: the role wrote %s before failing", tt.name, monitor)
+			}
+			// The failing task is the role's first (after the argument
+			// validation Ansible adds).
+			tasks := regexp.MustCompile(`(?m)^TASK \[([^\]]*)\]`).FindAllStringSubmatch(out, -1)
+			if len(tasks) == 0 || len(tasks) > 2 {
+				t.Errorf("lowlat_profile %s: tasks run %v, want the argument validation and at most the profile check", tt.name, tasks)
+			}
+		})
+	}
 }
 
 // moduleResult is what a module returned.
