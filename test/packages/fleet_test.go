@@ -600,22 +600,7 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 	go func() { _ = r.Serve(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "hostkey"))
-	pub, err := os.ReadFile(filepath.Join(dir, "id.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// sshd's privilege separation directory.
-	if _, err := os.Stat("/run/sshd"); err != nil {
-		if err := os.Mkdir("/run/sshd", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove("/run/sshd") })
-	}
+	sshKeys(t, dir)
 
 	var hosts []*fleetHost
 	for i := 1; i <= fleetSize; i++ {
@@ -646,8 +631,47 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 		name := fmt.Sprintf("h%d", i)
 		hd := filepath.Join(dir, name)
 		os.MkdirAll(hd, 0o700)
-		cfg := filepath.Join(hd, "sshd_config")
-		os.WriteFile(cfg, []byte(fmt.Sprintf(`ListenAddress %s.2:22
+		startSSHD(t, h, dir, name, mg+".2")
+		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
+		fh.before = fh.snapshot(t)
+		hosts = append(hosts, fh)
+	}
+	for _, h := range hosts {
+		waitSSHD(t, ctl, dir, h.name, h.mgmt)
+	}
+	return ctl, hosts
+}
+
+// sshKeys makes the controller's key (DIR/id) and the hosts' key
+// (DIR/hostkey), and authorizes the first for root.
+func sshKeys(t *testing.T, dir string) {
+	t.Helper()
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "hostkey"))
+	pub, err := os.ReadFile(filepath.Join(dir, "id.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// sshd's privilege separation directory.
+	if _, err := os.Stat("/run/sshd"); err != nil {
+		if err := os.Mkdir("/run/sshd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove("/run/sshd") })
+	}
+}
+
+// startSSHD runs sshd in ns on addr:22 with sshKeys' keys and its files in
+// DIR/name, until the test ends; it returns sshd's process (the listener).
+func startSSHD(t *testing.T, ns *testnet.NS, dir, name, addr string) *os.Process {
+	t.Helper()
+	hd := filepath.Join(dir, name)
+	os.MkdirAll(hd, 0o700)
+	cfg := filepath.Join(hd, "sshd_config")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`ListenAddress %s:22
 HostKey %s
 AuthorizedKeysFile %s
 PermitRootLogin prohibit-password
@@ -658,41 +682,39 @@ StrictModes no
 PidFile %s
 Subsystem sftp /usr/lib/openssh/sftp-server
 LogLevel ERROR
-`, mg, filepath.Join(dir, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))), 0o600)
-		sshd := h.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfg)
-		var logb strings.Builder
-		sshd.Stdout, sshd.Stderr = &logb, &logb
-		if err := sshd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { sshd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			sshd.Process.Kill()
-			<-exited
-			if t.Failed() && logb.Len() > 0 {
-				t.Logf("%s sshd:\n%s", name, logb.String())
-			}
-		})
-		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
-		fh.before = fh.snapshot(t)
-		hosts = append(hosts, fh)
+`, addr, filepath.Join(dir, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))), 0o600)
+	sshd := ns.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	var logb strings.Builder
+	sshd.Stdout, sshd.Stderr = &logb, &logb
+	if err := sshd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	// Wait for every sshd to listen.
-	for _, h := range hosts {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			cmd := ctl.Command("ssh", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "ConnectTimeout=2", "-i", filepath.Join(dir, "id"), "root@"+h.mgmt, "true")
-			if err := cmd.Run(); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: sshd at %s does not answer", h.name, h.mgmt)
-			}
-			time.Sleep(200 * time.Millisecond)
+	exited := make(chan struct{})
+	go func() { sshd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		sshd.Process.Kill()
+		<-exited
+		if t.Failed() && logb.Len() > 0 {
+			t.Logf("%s sshd:\n%s", name, logb.String())
 		}
+	})
+	return sshd.Process
+}
+
+// waitSSHD waits for sshd at addr to let the controller in.
+func waitSSHD(t *testing.T, ctl *testnet.NS, dir, name, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd := ctl.Command("ssh", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "ConnectTimeout=2", "-i", filepath.Join(dir, "id"), "root@"+addr, "true")
+		if err := cmd.Run(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: sshd at %s does not answer", name, addr)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return ctl, hosts
 }
 
 // inventory writes the fleet's inventory: one group, each host with its own
