@@ -549,17 +549,25 @@ func appendFile(t *testing.T, p, s string) {
 // installed is purged before it is put back.
 func guardInstall(t *testing.T) {
 	t.Helper()
-	if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") {
-		t.Fatalf("a lowlat package is installed on this machine (%s): this test installs and purges its own; remove it first", out)
+	if st := dpkgState(); st != "" && st != "not-installed" {
+		t.Fatalf("a lowlat package is on this machine (dpkg: %s): this test installs and purges its own; remove it first", st)
 	}
 	backup(t)
 	t.Cleanup(func() {
-		if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") || strings.Contains(string(out), "config-files") {
+		if st := dpkgState(); st != "" && st != "not-installed" {
 			if b, err := exec.Command("dpkg", "--purge", "lowlat").CombinedOutput(); err != nil {
 				t.Errorf("cleanup: dpkg --purge lowlat: %v\n%s", err, b)
 			}
 		}
 	})
+}
+
+// dpkgState is the lowlat package's state as dpkg has it ("installed",
+// "config-files", "not-installed" after a purge it remembers, ...), "" when
+// dpkg knows no lowlat.
+func dpkgState() string {
+	out, _ := exec.Command("dpkg-query", "-W", "-f", "${db:Status-Status}", "lowlat").Output()
+	return strings.TrimSpace(string(out))
 }
 
 // backup moves aside whatever of the package's paths and lowlat's state
