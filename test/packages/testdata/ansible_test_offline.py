@@ -91,7 +91,7 @@ def link_distribution(name, site):
             os.symlink(os.path.join(system, entry), dst)
 
 
-def install(args, python, commands, connection):
+def install(_args, python, commands, _connection):
     """pip install, offline: nothing where the system's packages are visible, links where isolated."""
     venv = os.path.dirname(os.path.dirname(python.path))
     if not ISOLATED.match(venv_label(venv)):
