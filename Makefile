@@ -24,14 +24,16 @@ BIN := bin/lowlat
 # promtool) to scrape the monitor, lint its metrics and run its rules' unit tests, lintian and rpm to
 # check the packages 'make package' builds, ansible-core, ansible-lint,
 # python3-apt and openssh-server (sshd runs only in test namespaces) for the
-# Ansible collection's fleet test, mtr-tiny for the path-hops lab scenario
+# Ansible collection's fleet test, pylint, yamllint, python3-voluptuous and
+# python3-pycodestyle for its ansible-test sanity tests (offline: they stand
+# in for the pinned versions ansible-test would fetch from PyPI), mtr-tiny for the path-hops lab scenario
 # (mtr beside lowlat probe path), fping and netbase (/etc/protocols) for
 # cake-autorate, the peer that bench/autorate runs beside lowlat autorate and
 # whose lab variants the tests check.
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
 	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny \
-	fping netbase procps
+	fping netbase procps pylint yamllint python3-voluptuous python3-pycodestyle
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).
@@ -45,7 +47,7 @@ VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./inte
 # 200,000 executions take 6-10 s per target here.
 FUZZTIME ?= 200000x
 
-.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest bench bench-lab bench-autorate clean
+.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest ansible-sanity bench bench-lab bench-autorate clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -127,6 +129,14 @@ fuzz:
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseNginx -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseHAProxy -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sockets -run '^$$' -fuzz FuzzDecodeDiag -fuzztime $(FUZZTIME)
+
+# ansible-test sanity on the Ansible collection alone (the fleet test runs it
+# too), offline, with Debian's tools (docs/fleet.md); the collection is
+# copied where ansible-test wants it, under git.
+ansible-sanity:
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && c=$$d/ansible_collections/lowlat/lowlat && \
+	mkdir -p $$(dirname $$c) && cp -r deploy/ansible $$c && git -C $$c init -q && \
+	cd $$c && HOME=$$d /usr/bin/python3 $(CURDIR)/test/packages/testdata/ansible_test_offline.py sanity --python-interpreter /usr/bin/python3
 
 vmtest:
 	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) -timeout 30m

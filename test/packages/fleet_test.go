@@ -5,6 +5,7 @@ package packages
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -416,17 +417,16 @@ func collection(t *testing.T, dir string) string {
 	return col
 }
 
-// sanityTests are the ansible-test sanity tests that run here: the others
-// (ansible-doc, import, pep8, pylint, runtime-metadata, validate-modules,
-// yamllint) install their requirements from PyPI, which this machine cannot
-// reach. ansible-doc is run directly below instead.
-var sanityTests = []string{
-	"action-plugin-docs", "changelog", "compile", "empty-init", "future-import-boilerplate", "ignores",
-	"line-endings", "metaclass-boilerplate", "no-assert", "no-basestring", "no-dict-iteritems",
-	"no-dict-iterkeys", "no-dict-itervalues", "no-get-exception", "no-illegal-filenames", "no-main-display",
-	"no-smart-quotes", "no-unicode-literals", "pslint", "replace-urlopen", "shebang", "shellcheck",
-	"symlinks", "use-argspec-type-path", "use-compat-six",
-}
+// sanityMustRun are the ansible-test sanity tests that must run on the
+// collection, never be skipped: the ones that install their requirements
+// from PyPI, which testdata/ansible_test_offline.py takes from Debian's
+// packages instead (ansible-doc and import need only Ansible and PyYAML).
+var sanityMustRun = []string{"ansible-doc", "import", "pep8", "pylint", "runtime-metadata", "validate-modules", "yamllint"}
+
+// sanityNotApplicable are the tests that have nothing to check in the
+// collection (no changelogs/, no empty __init__.py, no PowerShell, no shell
+// scripts): ansible-test skips them with "No tests applicable.".
+var sanityNotApplicable = []string{"changelog", "empty-init", "pslint", "shellcheck"}
 
 func lintCollection(t *testing.T, dir, col string) {
 	env := append(os.Environ(), ansibleEnv(dir)...)
@@ -442,21 +442,124 @@ func lintCollection(t *testing.T, dir, col string) {
 			t.Errorf("ansible-doc lowlat.lowlat.%s: exit %d\n%s", m, code, out)
 		}
 	}
+	sanity(t, dir, col, env)
+}
+
+// sanity runs every ansible-test sanity test on the collection, offline:
+// testdata/ansible_test_offline.py gives the tests Debian's pylint, yamllint,
+// voluptuous and pycodestyle where ansible-test would pip-install its pins.
+// It reads ansible-test's JUnit results: every test ran, or had nothing to
+// check; none was skipped for a missing tool.
+func sanity(t *testing.T, dir, col string, env []string) {
+	t.Helper()
+	const python = "/usr/bin/python3" // Debian's, which its ansible-core and these packages are for
+	check := exec.Command(python, "-c", "import ansible_test, pylint, yamllint, voluptuous, pycodestyle")
+	if out, code := runCmd(t, check); code != 0 {
+		t.Fatalf("%s lacks a sanity test's tool: make deps installs them (Debian packages ansible-core, pylint, yamllint, python3-voluptuous, python3-pycodestyle)\n%s", python, out)
+	}
 	// ansible-test wants the collection under version control.
 	git := exec.Command("git", "init", "-q", ".")
 	git.Dir = col
 	if out, code := runCmd(t, git); code != 0 {
 		t.Fatalf("git init: %s", out)
 	}
-	args := []string{"sanity", "--python", "3.11"}
-	for _, s := range sanityTests {
-		args = append(args, "--test", s)
+	offline, err := filepath.Abs("testdata/ansible_test_offline.py")
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd = exec.Command("ansible-test", args...)
-	cmd.Dir, cmd.Env = col, env
-	if out, code := runCmd(t, cmd); code != 0 {
-		t.Errorf("ansible-test %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	// Its virtual environments go below HOME: the test's, not root's.
+	home := filepath.Join(dir, "home")
+	args := []string{offline, "sanity", "--python-interpreter", python, "--junit"}
+	cmd := exec.Command(python, args...)
+	cmd.Dir, cmd.Env = col, append(slices.Clone(env), "HOME="+home)
+	start := time.Now()
+	out, code := runCmd(t, cmd)
+	t.Logf("ansible-test sanity: exit %d in %v", code, time.Since(start).Round(100*time.Millisecond))
+	if code != 0 {
+		t.Errorf("ansible-test %s: exit %d\n%s", strings.Join(args[1:], " "), code, out)
 	}
+	cmd = exec.Command(python, offline, "sanity", "--list-tests", "--python-interpreter", python)
+	cmd.Dir, cmd.Env = col, append(slices.Clone(env), "HOME="+home)
+	list, code := runCmd(t, cmd)
+	if code != 0 {
+		t.Fatalf("ansible-test sanity --list-tests: exit %d\n%s", code, list)
+	}
+	results := junitResults(t, filepath.Join(col, "tests/output/junit"))
+	var tests []string
+	for _, l := range strings.Split(list, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "WARNING") {
+			tests = append(tests, l)
+		}
+	}
+	for _, name := range append(slices.Clone(sanityMustRun), sanityNotApplicable...) {
+		if !slices.Contains(tests, name) {
+			t.Errorf("ansible-test sanity --list-tests lacks %s:\n%s", name, list)
+		}
+	}
+	for _, name := range tests {
+		r, ok := results[name]
+		switch {
+		case !ok:
+			t.Errorf("sanity test %s: no result", name)
+		case r.failed:
+			t.Errorf("sanity test %s failed", name)
+		case r.skipped == "":
+		case slices.Contains(sanityNotApplicable, name) && r.skipped == "No tests applicable.":
+		default:
+			t.Errorf("sanity test %s was skipped: %s", name, r.skipped)
+		}
+	}
+}
+
+type junitResult struct {
+	failed  bool
+	skipped string // the reason, "" when it ran
+}
+
+// junitResults reads ansible-test's JUnit files: test name (without its
+// "-python-X.Y") → result.
+func junitResults(t *testing.T, dir string) map[string]junitResult {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.xml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no JUnit results in %s: %v", dir, err)
+	}
+	results := map[string]junitResult{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Suites []struct {
+				Cases []struct {
+					Name     string    `xml:"name,attr"`
+					Skipped  *string   `xml:"skipped"`
+					Failures []xmlText `xml:"failure"`
+					Errors   []xmlText `xml:"error"`
+				} `xml:"testcase"`
+			} `xml:"testsuite"`
+		}
+		if err := xml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, s := range doc.Suites {
+			for _, c := range s.Cases {
+				name := regexp.MustCompile(`-python-[0-9.]+$`).ReplaceAllString(c.Name, "")
+				r := results[name]
+				r.failed = r.failed || len(c.Failures)+len(c.Errors) > 0
+				if c.Skipped != nil {
+					r.skipped = *c.Skipped
+				}
+				results[name] = r
+			}
+		}
+	}
+	return results
+}
+
+type xmlText struct {
+	Text string `xml:",chardata"`
 }
 
 // ansibleEnv points Ansible at the test's collection and SSH settings.
@@ -497,22 +600,7 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 	go func() { _ = r.Serve(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "hostkey"))
-	pub, err := os.ReadFile(filepath.Join(dir, "id.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// sshd's privilege separation directory.
-	if _, err := os.Stat("/run/sshd"); err != nil {
-		if err := os.Mkdir("/run/sshd", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove("/run/sshd") })
-	}
+	sshKeys(t, dir)
 
 	var hosts []*fleetHost
 	for i := 1; i <= fleetSize; i++ {
@@ -543,8 +631,47 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 		name := fmt.Sprintf("h%d", i)
 		hd := filepath.Join(dir, name)
 		os.MkdirAll(hd, 0o700)
-		cfg := filepath.Join(hd, "sshd_config")
-		os.WriteFile(cfg, []byte(fmt.Sprintf(`ListenAddress %s.2:22
+		startSSHD(t, h, dir, name, mg+".2")
+		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
+		fh.before = fh.snapshot(t)
+		hosts = append(hosts, fh)
+	}
+	for _, h := range hosts {
+		waitSSHD(t, ctl, dir, h.name, h.mgmt)
+	}
+	return ctl, hosts
+}
+
+// sshKeys makes the controller's key (DIR/id) and the hosts' key
+// (DIR/hostkey), and authorizes the first for root.
+func sshKeys(t *testing.T, dir string) {
+	t.Helper()
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "hostkey"))
+	pub, err := os.ReadFile(filepath.Join(dir, "id.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// sshd's privilege separation directory.
+	if _, err := os.Stat("/run/sshd"); err != nil {
+		if err := os.Mkdir("/run/sshd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove("/run/sshd") })
+	}
+}
+
+// startSSHD runs sshd in ns on addr:22 with sshKeys' keys and its files in
+// DIR/name, until the test ends; it returns sshd's process (the listener).
+func startSSHD(t *testing.T, ns *testnet.NS, dir, name, addr string) *os.Process {
+	t.Helper()
+	hd := filepath.Join(dir, name)
+	os.MkdirAll(hd, 0o700)
+	cfg := filepath.Join(hd, "sshd_config")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`ListenAddress %s:22
 HostKey %s
 AuthorizedKeysFile %s
 PermitRootLogin prohibit-password
@@ -555,41 +682,39 @@ StrictModes no
 PidFile %s
 Subsystem sftp /usr/lib/openssh/sftp-server
 LogLevel ERROR
-`, mg, filepath.Join(dir, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))), 0o600)
-		sshd := h.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfg)
-		var logb strings.Builder
-		sshd.Stdout, sshd.Stderr = &logb, &logb
-		if err := sshd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { sshd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			sshd.Process.Kill()
-			<-exited
-			if t.Failed() && logb.Len() > 0 {
-				t.Logf("%s sshd:\n%s", name, logb.String())
-			}
-		})
-		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
-		fh.before = fh.snapshot(t)
-		hosts = append(hosts, fh)
+`, addr, filepath.Join(dir, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))), 0o600)
+	sshd := ns.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	var logb strings.Builder
+	sshd.Stdout, sshd.Stderr = &logb, &logb
+	if err := sshd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	// Wait for every sshd to listen.
-	for _, h := range hosts {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			cmd := ctl.Command("ssh", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "ConnectTimeout=2", "-i", filepath.Join(dir, "id"), "root@"+h.mgmt, "true")
-			if err := cmd.Run(); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: sshd at %s does not answer", h.name, h.mgmt)
-			}
-			time.Sleep(200 * time.Millisecond)
+	exited := make(chan struct{})
+	go func() { sshd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		sshd.Process.Kill()
+		<-exited
+		if t.Failed() && logb.Len() > 0 {
+			t.Logf("%s sshd:\n%s", name, logb.String())
 		}
+	})
+	return sshd.Process
+}
+
+// waitSSHD waits for sshd at addr to let the controller in.
+func waitSSHD(t *testing.T, ctl *testnet.NS, dir, name, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd := ctl.Command("ssh", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "ConnectTimeout=2", "-i", filepath.Join(dir, "id"), "root@"+addr, "true")
+		if err := cmd.Run(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: sshd at %s does not answer", name, addr)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return ctl, hosts
 }
 
 // inventory writes the fleet's inventory: one group, each host with its own

@@ -99,6 +99,9 @@ func TestPackages(t *testing.T) {
 	t.Run("lifecycle", func(t *testing.T) {
 		lifecycle(t, filepath.Join(pkg1, "lowlat_"+v1+"_amd64.deb"), filepath.Join(pkg2, "lowlat_"+v2+"_amd64.deb"))
 	})
+	t.Run("rpm scriptlets", func(t *testing.T) {
+		rpmScriptlets(t, filepath.Join(pkg1, "lowlat-"+v1+".x86_64.rpm"), filepath.Join(pkg2, "lowlat-"+v2+".x86_64.rpm"))
+	})
 }
 
 var (
@@ -316,14 +319,19 @@ func checkRPMs(t *testing.T, dir string) {
 // lifecycle installs deb1, uses it, applies a transaction in a namespace
 // with the installed binary and the default journal, upgrades to deb2,
 // removes and purges with the transaction in force, reinstalls, rolls back
-// and purges again.
+// and purges again. dpkg runs as if systemd ran the machine, with a
+// stand-in systemctl that shows what the maintainer scripts start, stop and
+// restart, and in which phase.
 func lifecycle(t *testing.T, deb1, deb2 string) {
 	guardInstall(t)
 	hostBefore := hostState(t)
+	sdDir := t.TempDir()
+	sd := newFakeSystemd(t, sdDir, sdDir)
 
 	// Install: nothing is started, nothing on the host changes but the
 	// package's own files.
-	mustRun(t, "dpkg", "-i", deb1)
+	sd.dpkg(t, "-i", deb1)
+	sd.checkEffects(t, "dpkg -i (install)")
 	if v := mustRun(t, exe, "version"); !strings.Contains(v, v1) {
 		t.Errorf("lowlat version after installing %s: %q", v1, v)
 	}
@@ -360,8 +368,15 @@ func lifecycle(t *testing.T, deb1, deb2 string) {
 	const edit = "\n# edited by the operator\n"
 	appendFile(t, "/etc/lowlat/monitor.toml", edit)
 
-	// Upgrade: the journal and the transaction survive, the edit too.
-	mustRun(t, "dpkg", "-i", deb2)
+	// Upgrade: the journal and the transaction survive, the edit too. The
+	// new postinst restarts the daemons that run (the monitor and one
+	// autorate instance of two), with the new binary in place, and nothing
+	// else.
+	sd.set(t, []string{"lowlat-monitor.service", "lowlat-autorate@up0.service", "lowlat-boot.service", "lowlat-reassert.timer", "ssh.service"})
+	sd.dpkg(t, "-i", deb2)
+	sd.checkEffects(t, "dpkg -i (upgrade)",
+		"restart lowlat-monitor.service|postinst|configure "+v1+"|"+v2,
+		"restart lowlat-autorate@up0.service|postinst|configure "+v1+"|"+v2)
 	if v := mustRun(t, exe, "version"); !strings.Contains(v, v2) {
 		t.Errorf("lowlat version after upgrading to %s: %q", v2, v)
 	}
@@ -373,8 +388,13 @@ func lifecycle(t *testing.T, deb1, deb2 string) {
 		t.Errorf("the upgrade replaced the operator's monitor.toml")
 	}
 
-	// Remove: the tuning stays, and the output says how to roll back.
-	out = mustRun(t, "dpkg", "--remove", "lowlat")
+	// Remove: the prerm stops the daemons that run, the tuning stays, and
+	// the output says how to roll back.
+	out = sd.dpkg(t, "--remove", "lowlat")
+	sd.checkEffects(t, "dpkg --remove",
+		"stop lowlat-monitor.service|prerm|remove|"+v2,
+		"stop lowlat-autorate@up0.service|prerm|remove|"+v2,
+		"disable lowlat-monitor.service|prerm|remove|"+v2)
 	t.Logf("dpkg --remove with %s in force:\n%s", res.Txn, out)
 	for _, want := range []string{"stay in force", res.Txn, "lowlat rollback --all"} {
 		if !strings.Contains(out, want) {
@@ -389,7 +409,8 @@ func lifecycle(t *testing.T, deb1, deb2 string) {
 	}
 
 	// Purge with the transaction in force: a loud warning, the journal kept.
-	out = mustRun(t, "dpkg", "--purge", "lowlat")
+	out = sd.dpkg(t, "--purge", "lowlat")
+	sd.checkEffects(t, "dpkg --purge")
 	t.Logf("dpkg --purge with %s in force:\n%s", res.Txn, out)
 	if !strings.Contains(out, "WARNING: purge keeps "+stateDir) || !strings.Contains(out, res.Txn) {
 		t.Errorf("dpkg --purge with a transaction in force does not warn:\n%s", out)
@@ -402,7 +423,8 @@ func lifecycle(t *testing.T, deb1, deb2 string) {
 	}
 
 	// Reinstall, roll back from the kept journal, purge: all gone.
-	mustRun(t, "dpkg", "-i", deb2)
+	sd.dpkg(t, "-i", deb2)
+	sd.checkEffects(t, "dpkg -i (reinstall after purge)")
 	inForce(t, ns, res.Txn)
 	if out, code := runCmd(t, ns.Command(exe, "rollback", "--all")); code != 0 {
 		t.Fatalf("rollback --all after reinstalling: exit %d\n%s", code, out)
@@ -410,7 +432,8 @@ func lifecycle(t *testing.T, deb1, deb2 string) {
 	if got := ns.Snapshot(t, "up0"); got != before {
 		t.Errorf("rollback did not restore the namespace:\n%s", testnet.DiffLines(before, got))
 	}
-	out = mustRun(t, "dpkg", "--purge", "lowlat")
+	out = sd.dpkg(t, "--purge", "lowlat")
+	sd.checkEffects(t, "dpkg --purge (removes first; nothing runs)", "disable lowlat-monitor.service|prerm|remove|"+v2)
 	if strings.Contains(out, "WARNING") || strings.Contains(out, "stay in force") {
 		t.Errorf("purge with nothing in force warns:\n%s", out)
 	}
@@ -526,17 +549,25 @@ func appendFile(t *testing.T, p, s string) {
 // installed is purged before it is put back.
 func guardInstall(t *testing.T) {
 	t.Helper()
-	if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") {
-		t.Fatalf("a lowlat package is installed on this machine (%s): this test installs and purges its own; remove it first", out)
+	if st := dpkgState(); st != "" && st != "not-installed" {
+		t.Fatalf("a lowlat package is on this machine (dpkg: %s): this test installs and purges its own; remove it first", st)
 	}
 	backup(t)
 	t.Cleanup(func() {
-		if out, _ := exec.Command("dpkg-query", "-W", "-f", "${Status}", "lowlat").Output(); strings.Contains(string(out), "installed") || strings.Contains(string(out), "config-files") {
+		if st := dpkgState(); st != "" && st != "not-installed" {
 			if b, err := exec.Command("dpkg", "--purge", "lowlat").CombinedOutput(); err != nil {
 				t.Errorf("cleanup: dpkg --purge lowlat: %v\n%s", err, b)
 			}
 		}
 	})
+}
+
+// dpkgState is the lowlat package's state as dpkg has it ("installed",
+// "config-files", "not-installed" after a purge it remembers, ...), "" when
+// dpkg knows no lowlat.
+func dpkgState() string {
+	out, _ := exec.Command("dpkg-query", "-W", "-f", "${db:Status-Status}", "lowlat").Output()
+	return strings.TrimSpace(string(out))
 }
 
 // backup moves aside whatever of the package's paths and lowlat's state

@@ -14,6 +14,10 @@
 # nothing in force in this very file (unchanged since). A journal prerm did
 # not read (it failed, or did not run) is kept. Then the purge warns loudly
 # and keeps /var/lib/lowlat. rpm has no purge: the journal stays on erase.
+#
+# rpm's upgrade restarts the monitor and the autorate instances that run
+# here, with the new files in place (%systemd_postun_with_restart); Debian's
+# does it in postinst.
 set -e
 state=/var/lib/lowlat
 journal=$state/journal
@@ -46,5 +50,10 @@ purge)
 esac
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
+	case "$1" in
+	[1-9]*)
+		systemctl try-restart lowlat-monitor.service 'lowlat-autorate@*.service' >/dev/null 2>&1 || true
+		;;
+	esac
 fi
 exit 0

@@ -23,6 +23,9 @@ COMMON_ARGS = dict(
 # lowlat's exit code when the gate rolled a change back (apply --prove).
 EXIT_GATE_ROLLED_BACK = 4
 
+# lowlat status's exit code when a knob drifted: the report is complete.
+EXIT_DRIFT = 3
+
 
 def binary_path(module):
     """The lowlat binary: an absolute path as given, else looked up on PATH."""
@@ -49,6 +52,35 @@ def run_lowlat(module, args, journal=True):
         except ValueError as e:
             module.fail_json(msg='lowlat %s: unreadable JSON: %s' % (args[0], e), rc=rc, stdout=out, stderr=err, cmd=cmd)
     return rc, data, err.strip()
+
+
+def status(module):
+    """lowlat status --json's report, failing the task when status failed.
+
+    Exit 3 (drift) is a complete report, not a failure; any other non-zero
+    exit (an unreadable journal, bad flags) is: a check mode that read
+    nothing must not report that nothing would change.
+    """
+    rc, data, err = run_lowlat(module, ['status', '--json'])
+    if rc not in (0, EXIT_DRIFT):
+        module.fail_json(msg=err or 'lowlat status: exit %d' % rc, rc=rc)
+    return data
+
+
+def find_txn(ids, txn):
+    """The id in ids that txn names, as lowlat rollback --txn finds it.
+
+    txn names a transaction by its id or by a unique prefix of at least four
+    characters. Returns (id, None), or (None, error) worded as lowlat words it.
+    """
+    if txn in ids:
+        return txn, None
+    hits = [i for i in ids if len(txn) >= 4 and len(i) > len(txn) and i.startswith(txn)]
+    if len(hits) > 1:
+        return None, 'transaction "%s" is ambiguous' % txn
+    if not hits:
+        return None, 'no transaction "%s" in force' % txn
+    return hits[0], None
 
 
 def knob_diff(items):

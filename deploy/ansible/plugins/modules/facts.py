@@ -26,7 +26,7 @@ extends_documentation_fragment:
 notes:
   - Supports check mode.
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''
@@ -52,7 +52,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lowlat.lowlat.plugins.module_utils.lowlat import (
-    COMMON_ARGS, run_lowlat)
+    COMMON_ARGS, run_lowlat, status)
 
 
 def main():
@@ -66,14 +66,12 @@ def main():
     if rc != 0:
         module.fail_json(msg=err or 'lowlat doctor: exit %d' % rc, rc=rc)
     # status exits 3 on drift: that is a fact here, not a failure.
-    rc, status, err = run_lowlat(module, ['status', '--json'])
-    if rc not in (0, 3):
-        module.fail_json(msg=err or 'lowlat status: exit %d' % rc, rc=rc)
+    st = status(module)
     facts = dict(
         findings=doctor.get('findings', []),
         host=doctor.get('host', {}),
-        active=status.get('active', []),
-        drift=status.get('drift', []),
+        active=st.get('active', []),
+        drift=st.get('drift', []),
     )
     module.exit_json(changed=False, ansible_facts=dict(lowlat=facts))
 

@@ -44,7 +44,7 @@ extends_documentation_fragment:
 notes:
   - Supports check mode (the probe runs; it changes nothing).
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''

@@ -17,10 +17,18 @@ description:
     journaled before the change, in reverse order, and read back.
   - Without options, the newest transaction in force; with O(all), every one.
   - A host with nothing in force reports C(changed=false).
-  - Check mode reads C(lowlat status) and changes nothing.
+  - Check mode reads C(lowlat status) and changes nothing. It names the
+    transaction as the real run would, and fails where the real run would
+    (a prefix that matches none or more than one, a transaction that is not
+    the newest), or when C(lowlat status) fails.
+  - Check mode sees only the transactions in force. A prefix that also
+    matches one no longer in force is refused as ambiguous by the real run
+    alone.
 options:
   txn:
-    description: Roll back this transaction (it must be the newest in force).
+    description:
+      - Roll back this transaction (it must be the newest in force).
+      - Its id, or a unique prefix of at least four characters of it.
     type: str
   all:
     description: Roll back every transaction in force, newest first.
@@ -32,7 +40,7 @@ notes:
   - Needs root on the host.
   - Supports check mode and diff mode.
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''
@@ -60,7 +68,25 @@ rolled_back:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lowlat.lowlat.plugins.module_utils.lowlat import (
-    COMMON_ARGS, knob_diff, run_lowlat)
+    COMMON_ARGS, find_txn, knob_diff, run_lowlat, status)
+
+
+def check(module):
+    """What the real run would roll back, from lowlat status; changes nothing."""
+    active = [a['id'] for a in status(module).get('active', [])]
+    if module.params['all']:
+        targets = active[::-1]
+    elif module.params['txn']:
+        txn, err = find_txn(active, module.params['txn'])
+        if err:
+            module.fail_json(msg='rollback: ' + err)
+        if txn != active[-1]:
+            module.fail_json(msg='rollback: transaction %s is not the newest (%s is applied on top of it): '
+                             'roll that back first, or use all' % (txn, active[-1]))
+        targets = [txn]
+    else:
+        targets = active[-1:]
+    module.exit_json(changed=bool(targets), txn=targets[0] if targets else None, changes=[], rolled_back=targets)
 
 
 def main():
@@ -71,13 +97,7 @@ def main():
     argument_spec.update(COMMON_ARGS)
     module = AnsibleModule(argument_spec=argument_spec, mutually_exclusive=[('txn', 'all')], supports_check_mode=True)
     if module.check_mode:
-        rc, data, err = run_lowlat(module, ['status', '--json'])
-        active = [a['id'] for a in data.get('active', [])]
-        if module.params['txn']:
-            active = [a for a in active if a == module.params['txn']]
-        elif not module.params['all']:
-            active = active[-1:]
-        module.exit_json(changed=bool(active), txn=active[-1] if active else None, changes=[], rolled_back=active)
+        check(module)
     args = ['rollback', '--json']
     if module.params['all']:
         args.append('--all')

@@ -74,7 +74,7 @@ notes:
   - Needs root on the host, as lowlat apply does.
   - Supports check mode and diff mode.
 author:
-  - lowlat maintainers
+  - lowlat maintainers (@lowlat)
 '''
 
 EXAMPLES = r'''
@@ -131,7 +131,7 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lowlat.lowlat.plugins.module_utils.lowlat import (
-    COMMON_ARGS, EXIT_GATE_ROLLED_BACK, knob_diff, run_lowlat)
+    COMMON_ARGS, EXIT_GATE_ROLLED_BACK, knob_diff, run_lowlat, status)
 
 
 def profile_args(p):
@@ -187,8 +187,7 @@ def apply(module):
 
 def confirm(module):
     if module.check_mode:
-        rc, data, err = run_lowlat(module, ['status', '--json'])
-        waiting = [a for a in data.get('active', []) if a.get('confirm_by') and not a.get('confirmed')]
+        waiting = [a for a in status(module).get('active', []) if a.get('confirm_by') and not a.get('confirmed')]
         module.exit_json(changed=bool(waiting), txn=waiting[-1]['id'] if waiting else None, changes=[], notes=[])
     rc, data, err = run_lowlat(module, ['confirm', '--json'])
     if rc != 0 and 'no transaction awaits confirmation' in err:
