@@ -421,9 +421,9 @@ type udpSession struct {
 	// fell behind its schedule and caught up in a burst. The close reports
 	// it, so the client can tell the reflector's policy from the path.
 	throttled uint32
-	expire   int64 // hard end, ns
-	lastSeen int64
-	closing  bool // the client asked for the final counts; per-IP slot given back
+	expire    int64 // hard end, ns
+	lastSeen  int64
+	closing   bool // the client asked for the final counts; per-IP slot given back
 }
 
 func randUint64() uint64 {
