@@ -136,8 +136,8 @@ func TestIntegrationSocketsRequire(t *testing.T) {
 	}
 }
 
-// TestIntegrationSocketsBadInput: usage errors exit 2 with one line; a pid
-// that does not exist exits 1 naming it.
+// TestIntegrationSocketsBadInput: bad input exits 2 with one line, a pid
+// that does not exist included (naming it).
 func TestIntegrationSocketsBadInput(t *testing.T) {
 	ns := testnet.New(t)
 	tests := []struct {
@@ -151,7 +151,7 @@ func TestIntegrationSocketsBadInput(t *testing.T) {
 		{[]string{"--require", "turbo"}, 2, "unknown option \"turbo\""},
 		{[]string{"--require", "nodelay", "--no-options"}, 2, "--require needs the options"},
 		{[]string{"extra"}, 2, "unexpected argument"},
-		{[]string{"--pid", "99999999"}, 1, "pid 99999999: no such process"},
+		{[]string{"--pid", "99999999"}, 2, "pid 99999999: no such process"},
 	}
 	for _, tt := range tests {
 		out, stderr, code := runIn(t, ns, append([]string{"sockets"}, tt.args...)...)

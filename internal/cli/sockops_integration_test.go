@@ -317,7 +317,7 @@ func TestIntegrationSocketsFixBadInput(t *testing.T) {
 		{"no such cgroup", nil, []string{"sockets", "--fix", "nodelay", "--cgroup", "/no/such/cgroup", "--yes"}, 1, "cgroup /no/such/cgroup does not exist"},
 		{"root cgroup", nil, []string{"sockets", "--fix", "nodelay", "--cgroup", "/", "--yes"}, 2, "the root cgroup holds every process"},
 		{"two selectors", nil, []string{"sockets", "--fix", "nodelay", "--port", "7000", "--service", "x.service", "--yes"}, 2, "one of them"},
-		{"sockets without match", nil, []string{"plan", "--profile", profileFile("[[sockets]]\nnodelay = true\n")}, 1, "needs match"},
+		{"sockets without match", nil, []string{"plan", "--profile", profileFile("[[sockets]]\nnodelay = true\n")}, 2, "needs match"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var r result

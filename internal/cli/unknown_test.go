@@ -258,14 +258,14 @@ func TestBadInputExitsUsage(t *testing.T) {
 }
 
 // TestCorpusCommands runs doctor, plan (every built-in profile) and
-// capture over every corpus tree: none panics or fails, each stays within
-// the time budget (the best of three runs under 0.25 s, against 2-10 ms
-// measured on an idle machine), and none states a fact the tree lacks:
+// capture over every corpus tree: none panics or fails (each runs three
+// times and logs its best time; bench/foundation measures them against
+// their 0.25 s budget, since a timed test fails on a busy machine), and
+// none states a fact the tree lacks:
 // no row reads netlink or ethtool (the trees have neither), a sysctl row
 // shows the tree's own value or none, and doctor answers the same from
 // the capture file (--from) as from the tree.
 func TestCorpusCommands(t *testing.T) {
-	const budget = 250 * time.Millisecond
 	for _, name := range hosttest.CorpusNames(t) {
 		root := hosttest.CorpusDir(name)
 		t.Run(name, func(t *testing.T) {
@@ -290,9 +290,6 @@ func TestCorpusCommands(t *testing.T) {
 					}()
 					best = min(best, time.Since(start))
 					out = o
-				}
-				if best > budget {
-					t.Errorf("%v took %v at best of 3, budget %v", args(0), best, budget)
 				}
 				t.Logf("%s: best of 3 %v", strings.ReplaceAll(strings.Join(args(0), " "), root, "TREE"), best.Round(100*time.Microsecond))
 				return out
