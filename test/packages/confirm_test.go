@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,22 +153,13 @@ func TestFleetConfirmOverNewConnection(t *testing.T) {
 // (ControlPersist keeps them a minute): each is an ssh whose command line
 // names a control socket in dir.
 func endMasters(t *testing.T, dir string) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
+	masters := pidsWhere(func(args []string) bool {
 		// A master retitles itself "ssh: CONTROL-PATH [mux]".
-		args := strings.Split(string(b), "\x00")
-		if (filepath.Base(args[0]) == "ssh" || strings.HasPrefix(args[0], "ssh: ")) && strings.Contains(string(b), dir+"/") {
-			if err := syscall.Kill(pid, syscall.SIGTERM); err == nil {
-				t.Logf("ended SSH control master %d", pid)
-			}
+		return (filepath.Base(args[0]) == "ssh" || strings.HasPrefix(args[0], "ssh: ")) && strings.Contains(strings.Join(args, "\x00"), dir+"/")
+	})
+	for _, pid := range masters {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err == nil {
+			t.Logf("ended SSH control master %d", pid)
 		}
 	}
 }

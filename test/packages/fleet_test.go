@@ -333,6 +333,14 @@ func unreachableMidApply(t *testing.T, ctl *testnet.NS, inv, dir string, h *flee
 
 // applyPIDs finds the lowlat apply processes using journal.
 func applyPIDs(journal string) []int {
+	return pidsWhere(func(args []string) bool {
+		return len(args) > 2 && filepath.Base(args[0]) == "lowlat" && args[1] == "apply" && slices.Contains(args, journal)
+	})
+}
+
+// pidsWhere lists the processes whose command line (its words) match says
+// yes to.
+func pidsWhere(match func(args []string) bool) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -344,8 +352,7 @@ func applyPIDs(journal string) []int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 2 && filepath.Base(args[0]) == "lowlat" && args[1] == "apply" && slices.Contains(args, journal) {
+		if match(strings.Split(string(b), "\x00")) {
 			pids = append(pids, pid)
 		}
 	}

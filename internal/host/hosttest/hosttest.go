@@ -26,7 +26,13 @@ func Dir(name string) string {
 // Fixture gathers the named fixture host's facts, failing the test on error.
 func Fixture(t testing.TB, name string) *host.Facts {
 	t.Helper()
-	src, err := host.OpenRoot(Dir(name))
+	return gather(t, Dir(name))
+}
+
+// gather reads the tree at dir as --root would, failing the test on error.
+func gather(t testing.TB, dir string) *host.Facts {
+	t.Helper()
+	src, err := host.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +97,5 @@ func CorpusDir(name string) string { return filepath.Join(corpusRoot(), name) }
 // Corpus gathers the named corpus tree's facts, failing the test on error.
 func Corpus(t testing.TB, name string) *host.Facts {
 	t.Helper()
-	src, err := host.OpenRoot(CorpusDir(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return gather(t, CorpusDir(name))
 }
