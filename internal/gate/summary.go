@@ -29,8 +29,8 @@ type Metric struct {
 	// N is how many samples the figure rests on.
 	N int64 `json:"n"`
 	// Noise is the half-width within which a later run of the same path
-	// is expected, from this run's blocks and its median send lag (0:
-	// none measured).
+	// is expected, from this run's blocks and its send lag (0: none
+	// measured).
 	Noise float64 `json:"noise,omitempty"`
 }
 

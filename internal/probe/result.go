@@ -182,6 +182,9 @@ func ConfigDiff(res any, cfg any) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("not a probe result: %T", res)
 	}
+	if fmt.Sprintf("%T", had) != fmt.Sprintf("%T", cfg) {
+		return nil, fmt.Errorf("a %s result has no %T", Kind(res), cfg)
+	}
 	cfg, err := Normalized(cfg)
 	if err != nil {
 		return nil, err
@@ -193,9 +196,6 @@ func ConfigDiff(res any, cfg any) ([]string, error) {
 	b, err := fields(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if fmt.Sprintf("%T", had) != fmt.Sprintf("%T", cfg) {
-		return nil, fmt.Errorf("a %s result has no %T", Kind(res), cfg)
 	}
 	var out []string
 	keys := make([]string, 0, len(a))

@@ -165,14 +165,6 @@ func (b *timeBlocks) record(at time.Time, ns int64) {
 	b.mu.Unlock()
 }
 
-// fail counts one failed request in the block of its scheduled send time.
-func (b *timeBlocks) fail(at time.Time) {
-	i := b.block(at)
-	b.mu.Lock()
-	b.failed[i]++
-	b.mu.Unlock()
-}
-
 func (b *timeBlocks) batches() *Batches {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -357,34 +357,22 @@ func firstAt(start time.Time, conn, conns int, rate float64, from int64, t time.
 // before end as failed, each in its block: the connection is gone, so none
 // of them is sent. A run whose connections die while it runs thus shows
 // the share of its requests that failed, not one error per connection.
+// Block i holds the send times from start + i·span (the last one up to
+// end), as block() places them.
 func (b *timeBlocks) failRest(conn, conns int, rate float64, k int64, end time.Time) int64 {
-	var n int64
+	last := firstAt(b.start, conn, conns, rate, k, end) // the first not scheduled before end
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	from := k
 	for i := range Blocks {
-		lo := b.start.Add(time.Duration(i) * b.span)
-		hi := lo.Add(b.span)
-		if i == 0 {
-			lo = time.Time{}
+		to := last
+		if i < Blocks-1 {
+			to = min(last, firstAt(b.start, conn, conns, rate, from, b.start.Add(time.Duration(i+1)*b.span)))
 		}
-		if i == Blocks-1 || hi.After(end) {
-			hi = end
-		}
-		if !hi.After(lo) && i > 0 {
-			continue
-		}
-		first := k
-		if !lo.IsZero() {
-			first = firstAt(b.start, conn, conns, rate, k, lo)
-		}
-		c := firstAt(b.start, conn, conns, rate, k, hi) - first
-		if c <= 0 {
-			continue
-		}
-		b.mu.Lock()
-		b.failed[i] += c
-		b.mu.Unlock()
-		n += c
+		b.failed[i] += to - from
+		from = to
 	}
-	return n
+	return last - k
 }
 
 // coLatency charges a request with the wait a slow reply caused, without
