@@ -82,7 +82,7 @@ func (w *gateWorld) startReflectorProcess(t *testing.T) *exec.Cmd {
 	return cmd
 }
 
-// gateRun starts a gated apply of profile in the background; wait returns
+// startApply starts lowlat with args (a gated apply) in the background; wait returns
 // its result.
 func (w *gateWorld) startApply(t *testing.T, args ...string) (wait func() result) {
 	t.Helper()
@@ -116,24 +116,28 @@ func (w *gateWorld) startApply(t *testing.T, args ...string) (wait func() result
 	}
 }
 
-// waitApplied waits until the gated apply's change is in force (its
-// transaction awaits the gate's confirmation): the after-run starts then.
-func (w *gateWorld) waitApplied(t *testing.T) {
+// waitApplied waits up to limit until the gated apply's change is in force
+// (its transaction awaits the gate's confirmation: the after-run starts
+// then) and returns that transaction.
+func (w *world) waitApplied(t *testing.T, limit time.Duration) *journal.Txn {
 	t.Helper()
-	if !waitFor(60*time.Second, func() bool {
+	var pending *journal.Txn
+	if !waitFor(limit, func() bool {
 		st, err := journal.ReadState(w.journal)
 		if err != nil {
 			return false
 		}
 		for _, tx := range st.Txns {
 			if tx.PendingConfirm() {
+				pending = tx
 				return true
 			}
 		}
 		return false
 	}) {
-		t.Fatal("the gated apply did not apply within 60 s")
+		t.Fatalf("the gated apply did not apply within %v", limit)
 	}
+	return pending
 }
 
 // TestIntegrationGateReflectorDies: for each probe, the reflector is killed
@@ -171,7 +175,7 @@ func TestIntegrationGateReflectorDies(t *testing.T) {
 				args = append(args, "--slo", "p99<=50ms")
 			}
 			wait := w.startApply(t, args...)
-			w.waitApplied(t)
+			w.waitApplied(t, 60*time.Second)
 			time.Sleep(tt.killAfter)
 			if err := refl.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)

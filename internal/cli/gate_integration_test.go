@@ -269,23 +269,8 @@ func TestIntegrationGateKilled(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); <-done })
 	// The change is in force once the transaction awaits confirmation; the
 	// after measurement runs from then for 6 s.
-	var applied time.Time
-	watchdog := 0
-	if !waitFor(30*time.Second, func() bool {
-		st, err := journal.ReadState(w.journal)
-		if err != nil {
-			return false
-		}
-		for _, tx := range st.Txns {
-			if tx.PendingConfirm() {
-				applied, watchdog = time.Now(), tx.Meta.WatchdogPID
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatal("the gated apply did not apply within 30 s")
-	}
+	watchdog := w.waitApplied(t, 30*time.Second).Meta.WatchdogPID
+	applied := time.Now()
 	// The watchdog lives in a copy of this mount namespace (testnet.Command),
 	// which pins the namespaces' /run/netns mounts: it must be gone before
 	// they are deleted, also when the test fails.
