@@ -320,7 +320,7 @@ func pathSection(t *TargetView) report.Section {
 		for _, h := range r.Hops {
 			v := "no reply"
 			if h.Received > 0 {
-				v = fmt.Sprintf("%s p50 %s p99 %s loss %.0f%%", h.Address, ms(time.Duration(h.RTT.P50*1e3)), ms(time.Duration(h.RTT.P99*1e3)), h.LossPct)
+				v = fmt.Sprintf("%s p50 %s p99 %s loss %.0f%%", h.Address, ms(usDur(h.RTT.P50)), ms(usDur(h.RTT.P99)), h.LossPct)
 				if h.RateLimited {
 					v += " (rate-limited reply, not on the forwarding path)"
 				}
