@@ -639,8 +639,7 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 			}
 		}
 		name := fmt.Sprintf("h%d", i)
-		hd := filepath.Join(dir, name)
-		os.MkdirAll(hd, 0o700)
+		hd := filepath.Join(dir, name) // startSSHD makes it
 		startSSHD(t, h, dir, name, mg+".2")
 		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
 		fh.before = fh.snapshot(t)
