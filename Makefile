@@ -54,6 +54,8 @@ FUZZTIME ?= 200000x
 # alone, and the suite gains the fuzzers' ~90 s (the suite had reached 31
 # minutes with them in series).
 FUZZ_CPU := GOMAXPROCS=1 $(shell [ "$$(nproc)" -ge 2 ] && command -v taskset >/dev/null && echo taskset -c 1)
+# One fuzz target: $(FUZZ) PACKAGE -fuzz TARGET.
+FUZZ = $(FUZZ_CPU) $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -parallel 1
 
 .PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest vm-and-fuzz ansible-sanity bench bench-lab bench-autorate clean
 
@@ -128,15 +130,15 @@ unit-packages:
 	LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m ./test/packages
 
 fuzz:
-	$(FUZZ_CPU) $(GO) test ./internal/probe -run '^$$' -fuzz FuzzDecodeUDP -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/probe -run '^$$' -fuzz FuzzDecodeHello -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/journal -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/qdisc -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/qdisc -run '^$$' -fuzz FuzzDecodeOptions -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/profile -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseNginx -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/sockets -run '^$$' -fuzz FuzzParseHAProxy -fuzztime $(FUZZTIME) -parallel 1
-	$(FUZZ_CPU) $(GO) test ./internal/sockets -run '^$$' -fuzz FuzzDecodeDiag -fuzztime $(FUZZTIME) -parallel 1
+	$(FUZZ) ./internal/probe -fuzz FuzzDecodeUDP
+	$(FUZZ) ./internal/probe -fuzz FuzzDecodeHello
+	$(FUZZ) ./internal/journal -fuzz FuzzDecode
+	$(FUZZ) ./internal/qdisc -fuzz FuzzParse
+	$(FUZZ) ./internal/qdisc -fuzz FuzzDecodeOptions
+	$(FUZZ) ./internal/profile -fuzz FuzzParse
+	$(FUZZ) ./internal/sockets -fuzz FuzzParseNginx
+	$(FUZZ) ./internal/sockets -fuzz FuzzParseHAProxy
+	$(FUZZ) ./internal/sockets -fuzz FuzzDecodeDiag
 
 # ansible-test sanity on the Ansible collection alone (the fleet test runs it
 # too), offline, with Debian's tools (docs/fleet.md); the collection is

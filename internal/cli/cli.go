@@ -30,7 +30,7 @@ type Env struct {
 	Getenv func(string) string
 	// Hangup delivers the process's SIGHUPs, caught from its start
 	// (package hangup): monitor reloads on one, any other command ends as
-	// on SIGTERM. nil: SIGHUP is left to each command (tests).
+	// on SIGTERM. nil: no command catches SIGHUP (tests).
 	Hangup <-chan os.Signal
 }
 

@@ -3,10 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,19 +90,12 @@ func runMonitor(ctx context.Context, env *Env, o *monitorOptions, args []string)
 	}
 	// SIGHUP is caught from the process's start (Env.Hangup): one that
 	// came while the monitor was starting waits there and reloads now.
-	hup := env.Hangup
-	if hup == nil {
-		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGHUP)
-		defer signal.Stop(c)
-		hup = c
-	}
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-hup:
+			case <-env.Hangup:
 				if nc, err := monitor.LoadConfig(o.config); err != nil {
 					m.Rejected(err)
 				} else {

@@ -155,7 +155,8 @@ func summarySection(s *Snapshot) report.Section {
 	return sec
 }
 
-// worse is the worse of two states (Good < Warn < Bad; Dim counts as Good).
+// worse is the worse of two states: Bad, else Warn, else a (Good, Dim and
+// Plain rank alike).
 func worse(a, b report.Style) report.Style {
 	switch {
 	case a == report.Bad || b == report.Bad:
@@ -319,7 +320,7 @@ func pathSection(t *TargetView) report.Section {
 		for _, h := range r.Hops {
 			v := "no reply"
 			if h.Received > 0 {
-				v = fmt.Sprintf("%s p50 %s p99 %s loss %.0f%%", h.Address, ms(time.Duration(h.RTT.P50*1e3)), ms(time.Duration(h.RTT.P99*1e3)), h.LossPct)
+				v = fmt.Sprintf("%s p50 %s p99 %s loss %.0f%%", h.Address, ms(usDur(h.RTT.P50)), ms(usDur(h.RTT.P99)), h.LossPct)
 				if h.RateLimited {
 					v += " (rate-limited reply, not on the forwarding path)"
 				}
@@ -363,9 +364,7 @@ func findingsSection(s *Snapshot) report.Section {
 	worst := report.Dim
 	for _, f := range s.Findings {
 		st := map[string]report.Style{"crit": report.Bad, "warn": report.Warn}[f.Severity]
-		if st == report.Bad || (st == report.Warn && worst != report.Bad) {
-			worst = st
-		}
+		worst = worse(worst, st)
 		t.Add(report.S(f.Severity, st), report.C(f.ID), report.C(f.Summary), report.C(f.Fix))
 	}
 	sec.Table = t
@@ -460,11 +459,7 @@ func autorateSection(s *Snapshot) report.Section {
 		case healthy < len(a.Signals):
 			sigStyle = report.Warn
 		}
-		for _, x := range []report.Style{st, sigStyle} {
-			if x == report.Bad || (x == report.Warn && worst != report.Bad) {
-				worst = x
-			}
-		}
+		worst = worse(worst, worse(st, sigStyle))
 		updated := "–"
 		if !a.Time.IsZero() {
 			updated = a.Time.Format(time.TimeOnly)

@@ -518,6 +518,9 @@ func sanity(t *testing.T, dir, col string, env []string) {
 	}
 }
 
+// junitPython is the "-python-X.Y" ansible-test appends to a test's name.
+var junitPython = regexp.MustCompile(`-python-[0-9.]+$`)
+
 type junitResult struct {
 	failed  bool
 	skipped string // the reason, "" when it ran
@@ -552,7 +555,7 @@ func junitResults(t *testing.T, dir string) map[string]junitResult {
 		}
 		for _, s := range doc.Suites {
 			for _, c := range s.Cases {
-				name := regexp.MustCompile(`-python-[0-9.]+$`).ReplaceAllString(c.Name, "")
+				name := junitPython.ReplaceAllString(c.Name, "")
 				r := results[name]
 				r.failed = r.failed || len(c.Failures)+len(c.Errors) > 0
 				if c.Skipped != nil {
@@ -636,8 +639,7 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 			}
 		}
 		name := fmt.Sprintf("h%d", i)
-		hd := filepath.Join(dir, name)
-		os.MkdirAll(hd, 0o700)
+		hd := filepath.Join(dir, name) // startSSHD makes it
 		startSSHD(t, h, dir, name, mg+".2")
 		fh := &fleetHost{name: name, ns: h, mgmt: mg + ".2", journal: filepath.Join(hd, "journal"), root: filepath.Join(hd, "root"), monitor: filepath.Join(hd, "monitor.toml")}
 		fh.before = fh.snapshot(t)

@@ -23,17 +23,15 @@ state=/var/lib/lowlat
 journal=$state/journal
 case "$1" in
 purge)
-	if [ -s "$state/in-force-at-removal" ]; then
-		why="these transactions are still in force:"
-	elif [ ! -s "$journal" ] || [ "$(stat -L -c '%i %s %Y' "$journal" 2>/dev/null)" = "$(cat "$state/clear-at-removal" 2>/dev/null)" ]; then
-		why=""
-	else
+	if [ ! -s "$state/in-force-at-removal" ] && [ -s "$journal" ] &&
+		[ "$(stat -L -c '%i %s %Y' "$journal" 2>/dev/null)" != "$(cat "$state/clear-at-removal" 2>/dev/null)" ]; then
 		echo "unknown: the journal $journal was not read at removal ('lowlat __removing' failed or did not run)" >"$state/in-force-at-removal"
 	fi
-	if [ -s "$state/in-force-at-removal" ] && grep -q '^unknown:' "$state/in-force-at-removal"; then
-		why="what lowlat left in force is unknown:"
-	fi
-	if [ -n "$why" ]; then
+	if [ -s "$state/in-force-at-removal" ]; then
+		why="these transactions are still in force:"
+		if grep -q '^unknown:' "$state/in-force-at-removal"; then
+			why="what lowlat left in force is unknown:"
+		fi
 		echo "########################################################################" >&2
 		echo "lowlat: WARNING: purge keeps $state: $why" >&2
 		sed 's/^/lowlat:     /' "$state/in-force-at-removal" >&2

@@ -65,7 +65,6 @@ def main():
     rc, doctor, err = run_lowlat(module, args, journal=False)
     if rc != 0:
         module.fail_json(msg=err or 'lowlat doctor: exit %d' % rc, rc=rc)
-    # status exits 3 on drift: that is a fact here, not a failure.
     st = status(module)
     facts = dict(
         findings=doctor.get('findings', []),
