@@ -181,16 +181,6 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	if len(idx) == 0 {
 		return Verdict{Kind: "none", Text: "no hop answered"}, 0
 	}
-	floor := func(idx []int, get func(h *Hop) float64) []float64 {
-		f := make([]float64, len(idx))
-		for k := len(idx) - 1; k >= 0; k-- {
-			f[k] = get(&hops[idx[k]])
-			if k < len(idx)-1 {
-				f[k] = min(f[k], f[k+1])
-			}
-		}
-		return f
-	}
 	lossSig := func(pct float64, sent int) bool {
 		return pct >= minLossPct && pct*float64(sent)/100 >= 2
 	}
@@ -212,14 +202,14 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	}
 	// First pass, every responding hop: which replies are slow or lost
 	// against what the path shows after them.
-	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
+	p50 := floor(hops, idx, func(h *Hop) float64 { return h.RTT.P50 })
 	thr50 := max(minAddedP50US, shareOfPath*p50[len(idx)-1])
 	slow := make([]bool, len(hops))
 	for k, i := range idx {
 		slow[i] = hops[i].RTT.P50-p50[k] >= thr50
 		hops[i].RateLimited = capped[i] || slow[i]
 	}
-	loss := floor(lossIdx, func(h *Hop) float64 { return h.LossPct })
+	loss := floor(hops, lossIdx, func(h *Hop) float64 { return h.LossPct })
 	for k, i := range lossIdx {
 		if h := &hops[i]; lossSig(h.LossPct-loss[k], h.Sent) {
 			h.RateLimited = true
@@ -245,9 +235,9 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	if len(delayIdx) == 0 && len(lossIdx) == 0 {
 		return Verdict{Kind: "none", LossHiddenFrom: hidden, Text: "every hop that answered was rate-limited or slow to answer"}, 0
 	}
-	delayAt, added := firstDelay(hops, delayIdx, floor)
+	delayAt, added := firstDelay(hops, delayIdx)
 	lossAt, lost := -1, 0.0
-	loss = floor(lossIdx, func(h *Hop) float64 { return h.LossPct })
+	loss = floor(hops, lossIdx, func(h *Hop) float64 { return h.LossPct })
 	for k, i := range lossIdx {
 		bl := 0.0
 		if k > 0 {
@@ -259,7 +249,7 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 		}
 	}
 	jitterFrom := 0
-	jit := floor(delayIdx, func(h *Hop) float64 { return h.JitterUS })
+	jit := floor(hops, delayIdx, func(h *Hop) float64 { return h.JitterUS })
 	if n := len(delayIdx); n > 0 {
 		thrJit := max(minJitterUS, shareOfPath*jit[n-1])
 		for k, i := range delayIdx {
@@ -333,18 +323,31 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	return v, jitterFrom
 }
 
+// floor is, for each of the hops idx, the least get gives from it to the
+// last of them.
+func floor(hops []Hop, idx []int, get func(h *Hop) float64) []float64 {
+	f := make([]float64, len(idx))
+	for k := len(idx) - 1; k >= 0; k-- {
+		f[k] = get(&hops[idx[k]])
+		if k < len(idx)-1 {
+			f[k] = min(f[k], f[k+1])
+		}
+	}
+	return f
+}
+
 // firstDelay finds the first of the hops idx whose p50 floor, or p90 floor
 // with enough replies, rises by the threshold: its index in hops and the
 // p50 it adds, -1 when none does.
-func firstDelay(hops []Hop, idx []int, floor func([]int, func(*Hop) float64) []float64) (int, float64) {
+func firstDelay(hops []Hop, idx []int) (int, float64) {
 	n := len(idx)
 	if n == 0 {
 		return -1, 0
 	}
-	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
+	p50 := floor(hops, idx, func(h *Hop) float64 { return h.RTT.P50 })
 	// The tail is judged on p90: with tens of probes per hop p99 is the
 	// largest one or two, and one stalled reply would name a hop.
-	p90 := floor(idx, func(h *Hop) float64 { return h.RTT.P90 })
+	p90 := floor(hops, idx, func(h *Hop) float64 { return h.RTT.P90 })
 	thr50 := max(minAddedP50US, shareOfPath*p50[n-1])
 	thr90 := max(minAddedP90US, shareOfPath*p90[n-1])
 	for k, i := range idx {
