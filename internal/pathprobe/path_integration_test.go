@@ -354,10 +354,16 @@ func (l *pathLab) bulk(t *testing.T, d time.Duration) {
 // probe runs lowlat's path probe from the client.
 func (l *pathLab) probe(t *testing.T, cfg Config) *Result {
 	t.Helper()
+	return probeFrom(t, l.c, cfg)
+}
+
+// probeFrom runs lowlat's path probe in n.
+func probeFrom(t *testing.T, n *testnet.NS, cfg Config) *Result {
+	t.Helper()
 	var res *Result
-	if err := l.c.Do(func() error {
+	if err := n.Do(func() error {
 		var err error
-		res, err = Run(context.Background(), cfg)
+		res, err = Run(t.Context(), cfg)
 		return err
 	}); err != nil {
 		t.Fatalf("path probe %+v: %v", cfg, err)
