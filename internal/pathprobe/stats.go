@@ -184,16 +184,15 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	lossSig := func(pct float64, sent int) bool {
 		return pct >= minLossPct && pct*float64(sent)/100 >= 2
 	}
-	// Hops whose replies come at a limited rate: their loss is left out of
-	// every loss floor.
-	capped := make([]bool, len(hops))
+	// Hops whose replies come at a limited rate (ReplyRateLimited): their
+	// loss is left out of every loss floor.
 	var lossIdx []int
 	for _, i := range idx {
 		h := &hops[i]
 		h.RateLimited, h.ReplyRateLimited, h.ReplyEveryMS = false, false, 0
 		if lossSig(h.LossPct, h.Sent) {
 			if ok, period := rateCap(h.probes); ok {
-				capped[i], h.ReplyRateLimited = true, true
+				h.ReplyRateLimited = true
 				h.ReplyEveryMS = math.Round(float64(period.Microseconds()) / 1000)
 				continue
 			}
@@ -207,7 +206,7 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	slow := make([]bool, len(hops))
 	for k, i := range idx {
 		slow[i] = hops[i].RTT.P50-p50[k] >= thr50
-		hops[i].RateLimited = capped[i] || slow[i]
+		hops[i].RateLimited = hops[i].ReplyRateLimited || slow[i]
 	}
 	loss := floor(hops, lossIdx, func(h *Hop) float64 { return h.LossPct })
 	for k, i := range lossIdx {
@@ -231,7 +230,7 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 			lossIdx = append(lossIdx, i)
 		}
 	}
-	hidden := lossHiddenFrom(hops, idx, capped)
+	hidden := lossHiddenFrom(hops, idx)
 	if len(delayIdx) == 0 && len(lossIdx) == 0 {
 		return Verdict{Kind: "none", LossHiddenFrom: hidden, Text: "every hop that answered was rate-limited or slow to answer"}, 0
 	}
@@ -368,9 +367,9 @@ func firstDelay(hops []Hop, idx []int) (int, float64) {
 // lossHiddenFrom is the hop from which every hop that answered limits its
 // reply rate, the last one included: loss from there on cannot be read at
 // this probe rate. 0 when the last hop that answered does not.
-func lossHiddenFrom(hops []Hop, idx []int, capped []bool) int {
+func lossHiddenFrom(hops []Hop, idx []int) int {
 	from := 0
-	for k := len(idx) - 1; k >= 0 && capped[idx[k]]; k-- {
+	for k := len(idx) - 1; k >= 0 && hops[idx[k]].ReplyRateLimited; k-- {
 		from = hops[idx[k]].Index
 	}
 	return from
