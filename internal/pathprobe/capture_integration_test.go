@@ -152,18 +152,22 @@ func newShortPath(t *testing.T) *shortPath {
 
 func (p *shortPath) probe(t *testing.T, cfg Config) *Result {
 	t.Helper()
-	var res *Result
-	if err := p.c.Do(func() error {
-		var err error
-		res, err = Run(t.Context(), cfg)
-		return err
-	}); err != nil {
-		t.Fatalf("path probe %+v: %v", cfg, err)
-	}
+	res := probeFrom(t, p.c, cfg)
 	if !res.Reached || len(res.Hops) != 2 {
 		t.Fatalf("path probe %+v: reached %v in %d hops, want the server at hop 2", cfg, res.Reached, len(res.Hops))
 	}
 	return res
+}
+
+// probesSent is how many probes the runs sent.
+func probesSent(runs ...*Result) int {
+	n := 0
+	for _, r := range runs {
+		for _, h := range r.Hops {
+			n += h.Sent
+		}
+	}
+	return n
 }
 
 // listen answers SYNs on the server at addr until the test ends.
@@ -232,12 +236,7 @@ func icmpParis(t *testing.T, p *shortPath) {
 				seqs[binary.BigEndian.Uint16(q.l4[6:])] = true
 				ttls[q.ttl] = true
 			}
-			sent := 0
-			for _, r := range []*Result{a, b} {
-				for _, h := range r.Hops {
-					sent += h.Sent
-				}
-			}
+			sent := probesSent(a, b)
 			if n != sent {
 				t.Errorf("captured %d echo requests, the runs sent %d", n, sent)
 			}
@@ -295,12 +294,7 @@ func flowLabel(t *testing.T, p *shortPath) {
 				n++
 				labels[q.label]++
 			}
-			sent := 0
-			for _, r := range []*Result{a, b} {
-				for _, h := range r.Hops {
-					sent += h.Sent
-				}
-			}
+			sent := probesSent(a, b)
 			if n != sent {
 				var seen []string
 				for _, q := range pkts {

@@ -354,10 +354,16 @@ func (l *pathLab) bulk(t *testing.T, d time.Duration) {
 // probe runs lowlat's path probe from the client.
 func (l *pathLab) probe(t *testing.T, cfg Config) *Result {
 	t.Helper()
+	return probeFrom(t, l.c, cfg)
+}
+
+// probeFrom runs lowlat's path probe in n.
+func probeFrom(t *testing.T, n *testnet.NS, cfg Config) *Result {
+	t.Helper()
 	var res *Result
-	if err := l.c.Do(func() error {
+	if err := n.Do(func() error {
 		var err error
-		res, err = Run(context.Background(), cfg)
+		res, err = Run(t.Context(), cfg)
 		return err
 	}); err != nil {
 		t.Fatalf("path probe %+v: %v", cfg, err)
@@ -376,21 +382,15 @@ type mtrHub struct {
 	Wrst  float64 `json:"Wrst"`
 }
 
-// mtr runs Debian's mtr-tiny in report mode from the client.
-func (l *pathLab) mtr(t *testing.T, count int, interval time.Duration) ([]mtrHub, time.Duration, error) {
-	return l.mtrArgs(count, interval)
-}
-
-// mtrArgs runs mtr from the client with extra arguments (-u for UDP).
-func (l *pathLab) mtrArgs(count int, interval time.Duration, extra ...string) ([]mtrHub, time.Duration, error) {
+// runMTR runs Debian's mtr-tiny in report mode from n toward the server,
+// with extra arguments (-u for UDP).
+func runMTR(n *testnet.NS, count int, interval time.Duration, extra ...string) ([]mtrHub, time.Duration, error) {
 	args := append([]string{"--report", "--json", "-n", "-c", strconv.Itoa(count), "-i", fmt.Sprintf("%g", interval.Seconds())}, extra...)
-	cmd := l.c.Command("mtr", append(args, labServer)...)
+	cmd := n.Command("mtr", append(args, labServer)...)
 	start := time.Now()
 	out, err := cmd.Output()
 	took := time.Since(start)
 	if err != nil {
-		var ee interface{ Stderr() []byte }
-		_ = ee
 		return nil, took, fmt.Errorf("mtr: %v: %s", err, out)
 	}
 	var rep struct {
@@ -436,7 +436,7 @@ func TestIntegrationPathLab(t *testing.T) {
 	}
 	mc := make(chan mtrOut, 1)
 	go func() {
-		h, d, err := l.mtr(t, count, interval)
+		h, d, err := runMTR(l.c, count, interval)
 		mc <- mtrOut{h, d, err}
 	}()
 	start := time.Now()

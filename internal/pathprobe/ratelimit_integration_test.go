@@ -261,9 +261,3 @@ func leadingRun(h Hop) int {
 	}
 	return n
 }
-
-// runMTR runs Debian's mtr-tiny in report mode from n toward the server.
-func runMTR(n *testnet.NS, count int, interval time.Duration, extra ...string) ([]mtrHub, time.Duration, error) {
-	l := &pathLab{c: n}
-	return l.mtrArgs(count, interval, extra...)
-}

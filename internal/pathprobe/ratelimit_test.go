@@ -24,17 +24,13 @@ func limiter(arrive []time.Duration, period time.Duration, burst int) []bool {
 	return out
 }
 
-// trace is n probes every interval; ok says which were answered; each
-// reply takes rtt plus up to jitter more.
-func trace(rng *rand.Rand, n int, interval, rtt, jitter time.Duration, ok func(i int, at time.Duration, late time.Duration) bool) []probeOut {
+// randomLoss is n probes every interval, each lost with probability
+// loss; replies after 1 ms.
+func randomLoss(rng *rand.Rand, n int, interval time.Duration, loss float64) []probeOut {
 	p := make([]probeOut, n)
 	for i := range p {
 		at := time.Duration(i) * interval
-		var late time.Duration
-		if jitter > 0 {
-			late = time.Duration(rng.Int64N(int64(jitter)))
-		}
-		p[i] = probeOut{at: at, rx: at + rtt + late, answered: ok(i, at, late)}
+		p[i] = probeOut{at: at, rx: at + time.Millisecond, answered: rng.Float64() >= loss}
 	}
 	return p
 }
@@ -60,6 +56,13 @@ func limited(rng *rand.Rand, n int, interval, period, jitter time.Duration, repl
 	return p
 }
 
+// linuxLimited is n probes every interval to a hop that keeps Linux's
+// default ICMP rate limit (a burst of six, then one a second), nothing
+// lost on the way.
+func linuxLimited(n int, interval time.Duration) []probeOut {
+	return limited(rand.New(rand.NewPCG(1, 1)), n, interval, time.Second, 0, 0)
+}
+
 // pattern is a trace from a string: '1' answered, '0' lost, one probe every
 // interval, replies after rtt.
 func pattern(s string, interval, rtt time.Duration) []probeOut {
@@ -73,20 +76,17 @@ func pattern(s string, interval, rtt time.Duration) []probeOut {
 
 func TestRateCap(t *testing.T) {
 	ms := time.Millisecond
-	linux := func(n int, interval time.Duration) []probeOut {
-		return limited(rand.New(rand.NewPCG(1, 1)), n, interval, time.Second, 0, 0)
-	}
 	tests := []struct {
 		name   string
 		p      []probeOut
 		capped bool
 		period time.Duration // ±10 %; 0: not timed
 	}{
-		{"Linux's limit, 60 probes at 200 ms (the issue's)", linux(60, 200*ms), true, time.Second},
-		{"Linux's limit, 30 at 100 ms", linux(30, 100*ms), true, time.Second},
-		{"Linux's limit, 30 at 333 ms", linux(30, 333*ms), true, time.Second},
-		{"Linux's limit, 10 at 200 ms (doctor --path, monitor): burst, one more, silence", linux(10, 200*ms), true, 0},
-		{"Linux's limit at 1 s: everything answered", linux(20, time.Second), false, 0},
+		{"Linux's limit, 60 probes at 200 ms (the issue's)", linuxLimited(60, 200*ms), true, time.Second},
+		{"Linux's limit, 30 at 100 ms", linuxLimited(30, 100*ms), true, time.Second},
+		{"Linux's limit, 30 at 333 ms", linuxLimited(30, 333*ms), true, time.Second},
+		{"Linux's limit, 10 at 200 ms (doctor --path, monitor): burst, one more, silence", linuxLimited(10, 200*ms), true, 0},
+		{"Linux's limit at 1 s: everything answered", linuxLimited(20, time.Second), false, 0},
 		{"burst, then one reply lost of the limited ones (a gap twice the rest)", pattern("111111000010000100000000010000100001", 200*ms, ms), true, time.Second},
 		{"one reply lost inside the burst", pattern("110111000010000100001000010000100001", 200*ms, ms), true, time.Second},
 		{"two answers in a row late in the run: not a limiter's", pattern("111111000010000100001100001000010000", 200*ms, ms), false, 0},
@@ -129,7 +129,7 @@ func TestRateCapOdds(t *testing.T) {
 	}
 	random := func(n int, loss float64) func() []probeOut {
 		return func() []probeOut {
-			return trace(rng, n, 200*ms, ms, 0, func(int, time.Duration, time.Duration) bool { return rng.Float64() >= loss })
+			return randomLoss(rng, n, 200*ms, loss)
 		}
 	}
 	lim := func(n int, interval, jitter time.Duration, replyLoss float64) func() []probeOut {

@@ -207,9 +207,12 @@ func (s *sock) send(probe uint32, ttl int) (time.Time, error) {
 		}
 		binary.BigEndian.PutUint16(buf[4:], uint16(s.flow))
 		binary.BigEndian.PutUint16(buf[6:], uint16(probe))
-		parisPad(buf[:], parisSum(s.flow))
+		sum := parisSum(s.flow)
+		parisPad(buf[:], sum)
 		if s.raw && !s.v6 {
-			binary.BigEndian.PutUint16(buf[2:], checksum(buf[:]))
+			// The padded message sums to the flow's sum: its checksum
+			// is the same for every probe, no second pass over it.
+			binary.BigEndian.PutUint16(buf[2:], ^sum)
 		}
 		msg = buf[:]
 	}

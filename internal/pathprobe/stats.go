@@ -181,29 +181,18 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	if len(idx) == 0 {
 		return Verdict{Kind: "none", Text: "no hop answered"}, 0
 	}
-	floor := func(idx []int, get func(h *Hop) float64) []float64 {
-		f := make([]float64, len(idx))
-		for k := len(idx) - 1; k >= 0; k-- {
-			f[k] = get(&hops[idx[k]])
-			if k < len(idx)-1 {
-				f[k] = min(f[k], f[k+1])
-			}
-		}
-		return f
-	}
 	lossSig := func(pct float64, sent int) bool {
 		return pct >= minLossPct && pct*float64(sent)/100 >= 2
 	}
-	// Hops whose replies come at a limited rate: their loss is left out of
-	// every loss floor.
-	capped := make([]bool, len(hops))
+	// Hops whose replies come at a limited rate (ReplyRateLimited): their
+	// loss is left out of every loss floor.
 	var lossIdx []int
 	for _, i := range idx {
 		h := &hops[i]
 		h.RateLimited, h.ReplyRateLimited, h.ReplyEveryMS = false, false, 0
 		if lossSig(h.LossPct, h.Sent) {
 			if ok, period := rateCap(h.probes); ok {
-				capped[i], h.ReplyRateLimited = true, true
+				h.ReplyRateLimited = true
 				h.ReplyEveryMS = math.Round(float64(period.Microseconds()) / 1000)
 				continue
 			}
@@ -212,14 +201,14 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	}
 	// First pass, every responding hop: which replies are slow or lost
 	// against what the path shows after them.
-	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
+	p50 := floor(hops, idx, func(h *Hop) float64 { return h.RTT.P50 })
 	thr50 := max(minAddedP50US, shareOfPath*p50[len(idx)-1])
 	slow := make([]bool, len(hops))
 	for k, i := range idx {
 		slow[i] = hops[i].RTT.P50-p50[k] >= thr50
-		hops[i].RateLimited = capped[i] || slow[i]
+		hops[i].RateLimited = hops[i].ReplyRateLimited || slow[i]
 	}
-	loss := floor(lossIdx, func(h *Hop) float64 { return h.LossPct })
+	loss := floor(hops, lossIdx, func(h *Hop) float64 { return h.LossPct })
 	for k, i := range lossIdx {
 		if h := &hops[i]; lossSig(h.LossPct-loss[k], h.Sent) {
 			h.RateLimited = true
@@ -241,13 +230,13 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 			lossIdx = append(lossIdx, i)
 		}
 	}
-	hidden := lossHiddenFrom(hops, idx, capped)
+	hidden := lossHiddenFrom(hops, idx)
 	if len(delayIdx) == 0 && len(lossIdx) == 0 {
 		return Verdict{Kind: "none", LossHiddenFrom: hidden, Text: "every hop that answered was rate-limited or slow to answer"}, 0
 	}
-	delayAt, added := firstDelay(hops, delayIdx, floor)
+	delayAt, added := firstDelay(hops, delayIdx)
 	lossAt, lost := -1, 0.0
-	loss = floor(lossIdx, func(h *Hop) float64 { return h.LossPct })
+	loss = floor(hops, lossIdx, func(h *Hop) float64 { return h.LossPct })
 	for k, i := range lossIdx {
 		bl := 0.0
 		if k > 0 {
@@ -259,7 +248,7 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 		}
 	}
 	jitterFrom := 0
-	jit := floor(delayIdx, func(h *Hop) float64 { return h.JitterUS })
+	jit := floor(hops, delayIdx, func(h *Hop) float64 { return h.JitterUS })
 	if n := len(delayIdx); n > 0 {
 		thrJit := max(minJitterUS, shareOfPath*jit[n-1])
 		for k, i := range delayIdx {
@@ -333,18 +322,31 @@ func judge(hops []Hop, reached bool) (Verdict, int) {
 	return v, jitterFrom
 }
 
+// floor is, for each of the hops idx, the least get gives from it to the
+// last of them.
+func floor(hops []Hop, idx []int, get func(h *Hop) float64) []float64 {
+	f := make([]float64, len(idx))
+	for k := len(idx) - 1; k >= 0; k-- {
+		f[k] = get(&hops[idx[k]])
+		if k < len(idx)-1 {
+			f[k] = min(f[k], f[k+1])
+		}
+	}
+	return f
+}
+
 // firstDelay finds the first of the hops idx whose p50 floor, or p90 floor
 // with enough replies, rises by the threshold: its index in hops and the
 // p50 it adds, -1 when none does.
-func firstDelay(hops []Hop, idx []int, floor func([]int, func(*Hop) float64) []float64) (int, float64) {
+func firstDelay(hops []Hop, idx []int) (int, float64) {
 	n := len(idx)
 	if n == 0 {
 		return -1, 0
 	}
-	p50 := floor(idx, func(h *Hop) float64 { return h.RTT.P50 })
+	p50 := floor(hops, idx, func(h *Hop) float64 { return h.RTT.P50 })
 	// The tail is judged on p90: with tens of probes per hop p99 is the
 	// largest one or two, and one stalled reply would name a hop.
-	p90 := floor(idx, func(h *Hop) float64 { return h.RTT.P90 })
+	p90 := floor(hops, idx, func(h *Hop) float64 { return h.RTT.P90 })
 	thr50 := max(minAddedP50US, shareOfPath*p50[n-1])
 	thr90 := max(minAddedP90US, shareOfPath*p90[n-1])
 	for k, i := range idx {
@@ -365,9 +367,9 @@ func firstDelay(hops []Hop, idx []int, floor func([]int, func(*Hop) float64) []f
 // lossHiddenFrom is the hop from which every hop that answered limits its
 // reply rate, the last one included: loss from there on cannot be read at
 // this probe rate. 0 when the last hop that answered does not.
-func lossHiddenFrom(hops []Hop, idx []int, capped []bool) int {
+func lossHiddenFrom(hops []Hop, idx []int) int {
 	from := 0
-	for k := len(idx) - 1; k >= 0 && capped[idx[k]]; k-- {
+	for k := len(idx) - 1; k >= 0 && hops[idx[k]].ReplyRateLimited; k-- {
 		from = hops[idx[k]].Index
 	}
 	return from

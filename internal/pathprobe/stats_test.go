@@ -33,21 +33,6 @@ func rawTraced(addr string, p []probeOut, base, spread float64) rawHop {
 	return h
 }
 
-// linuxLimited is n probes 200 ms apart to a hop that keeps Linux's
-// default ICMP rate limit (a burst of six, then one a second).
-func linuxLimited(n int) []probeOut {
-	at := make([]time.Duration, n)
-	for i := range at {
-		at[i] = time.Duration(i) * 200 * time.Millisecond
-	}
-	pass := limiter(at, time.Second, 6)
-	p := make([]probeOut, n)
-	for i := range p {
-		p[i] = probeOut{at: at[i], rx: at[i] + time.Millisecond, answered: pass[i]}
-	}
-	return p
-}
-
 // rawSilent is a hop that answered none of its probes.
 func rawSilent(sent int) rawHop { return rawHop{sent: sent} }
 
@@ -122,10 +107,10 @@ func TestJudgeVerdict(t *testing.T) {
 			name: "every hop but the first rate-limits, the destination too; a queue from hop 3",
 			raw: []rawHop{
 				rawProbes(hopAddr(1), 60, 0, 60, 10),
-				rawTraced(hopAddr(2), linuxLimited(60), 80, 10),
-				rawTraced(hopAddr(3), linuxLimited(60), 375000, 2000),
-				rawTraced(hopAddr(4), linuxLimited(60), 375200, 2000),
-				rawDest(rawTraced(hopAddr(5), linuxLimited(60), 375100, 2000)),
+				rawTraced(hopAddr(2), linuxLimited(60, 200*time.Millisecond), 80, 10),
+				rawTraced(hopAddr(3), linuxLimited(60, 200*time.Millisecond), 375000, 2000),
+				rawTraced(hopAddr(4), linuxLimited(60, 200*time.Millisecond), 375200, 2000),
+				rawDest(rawTraced(hopAddr(5), linuxLimited(60, 200*time.Millisecond), 375100, 2000)),
 			},
 			destTTL:  5,
 			kind:     "delay",
@@ -146,10 +131,10 @@ func TestJudgeVerdict(t *testing.T) {
 		{
 			name: "every hop rate-limits, the first too",
 			raw: []rawHop{
-				rawTraced(hopAddr(1), linuxLimited(30), 60, 10),
-				rawTraced(hopAddr(2), linuxLimited(30), 80, 10),
-				rawTraced(hopAddr(3), linuxLimited(30), 40000, 2000),
-				rawDest(rawTraced(hopAddr(4), linuxLimited(30), 40100, 2000)),
+				rawTraced(hopAddr(1), linuxLimited(30, 200*time.Millisecond), 60, 10),
+				rawTraced(hopAddr(2), linuxLimited(30, 200*time.Millisecond), 80, 10),
+				rawTraced(hopAddr(3), linuxLimited(30, 200*time.Millisecond), 40000, 2000),
+				rawDest(rawTraced(hopAddr(4), linuxLimited(30, 200*time.Millisecond), 40100, 2000)),
 			},
 			destTTL:  4,
 			kind:     "delay",
@@ -165,7 +150,7 @@ func TestJudgeVerdict(t *testing.T) {
 			raw: []rawHop{
 				rawProbes(hopAddr(1), 30, 0, 300, 10),
 				rawProbes(hopAddr(2), 30, 0, 400, 10),
-				rawDest(rawTraced(hopAddr(3), linuxLimited(30), 500, 10)),
+				rawDest(rawTraced(hopAddr(3), linuxLimited(30, 200*time.Millisecond), 500, 10)),
 			},
 			destTTL: 3,
 			kind:    "none",
@@ -177,7 +162,7 @@ func TestJudgeVerdict(t *testing.T) {
 			name: "the last hop that answered rate-limits, the destination never does",
 			raw: []rawHop{
 				rawProbes(hopAddr(1), 30, 0, 300, 10),
-				rawTraced(hopAddr(2), linuxLimited(30), 400, 10),
+				rawTraced(hopAddr(2), linuxLimited(30, 200*time.Millisecond), 400, 10),
 				rawSilent(30),
 				rawSilent(30),
 			},
@@ -191,8 +176,8 @@ func TestJudgeVerdict(t *testing.T) {
 			name: "routers rate-limit, the destination answers all (ICMP echo)",
 			raw: []rawHop{
 				rawProbes(hopAddr(1), 30, 0, 300, 10),
-				rawTraced(hopAddr(2), linuxLimited(30), 400, 10),
-				rawTraced(hopAddr(3), linuxLimited(30), 40000, 10),
+				rawTraced(hopAddr(2), linuxLimited(30, 200*time.Millisecond), 400, 10),
+				rawTraced(hopAddr(3), linuxLimited(30, 200*time.Millisecond), 40000, 10),
 				rawDest(rawProbes(hopAddr(4), 30, 0, 40100, 10)),
 			},
 			destTTL:  4,
