@@ -89,39 +89,48 @@ var ErrPinned = errors.New("holds pins")
 // in every bpffs it mounts: the kernel's own, they go with the mount.
 var preloaded = map[string]bool{"maps.debug": true, "progs.debug": true}
 
-// BPFFSPins lists the names at the top of the bpffs mounted on dir, but
-// the kernel's own: what would be lost with it.
-func BPFFSPins(dir string) ([]string, error) {
+// BPFFSHeld says why the bpffs mounted on dir must stay mounted: an error
+// wrapping ErrPinned that names what is pinned at its top (but the
+// kernel's own), which would be lost with it, and the programs attached
+// through it. Nothing mounted there, or nothing pinned, is nil.
+func BPFFSHeld(dir string) error {
+	on, err := BPFFSMounted(dir)
+	if err != nil || !on {
+		return err
+	}
+	return held(dir)
+}
+
+// held is BPFFSHeld for a dir known to hold a bpffs.
+func held(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("bpffs %s: %w", dir, err)
+		return fmt.Errorf("bpffs %s: %w", dir, err)
 	}
-	var out []string
+	var pins []string
 	for _, e := range ents {
 		if !preloaded[e.Name()] {
-			out = append(out, e.Name())
+			pins = append(pins, e.Name())
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	if len(pins) > 0 {
+		sort.Strings(pins)
+		return fmt.Errorf("bpffs on %s %w (%s): left mounted", dir, ErrPinned, strings.Join(pins, ", "))
+	}
+	return nil
 }
 
 // UnmountBPFFS unmounts the bpffs on dir, only when nothing is pinned
-// there: every pin in it would go with the mount, and the programs attached
-// through them. A bpffs holding pins (someone else's, made since lowlat
-// mounted it) stays mounted, and the error, wrapping ErrPinned, names them.
-// Nothing mounted there is not an error.
+// there (BPFFSHeld): a bpffs holding pins (someone else's, made since
+// lowlat mounted it) stays mounted, and the error says why. Nothing
+// mounted there is not an error.
 func UnmountBPFFS(dir string) error {
 	on, err := BPFFSMounted(dir)
 	if err != nil || !on {
 		return err
 	}
-	pins, err := BPFFSPins(dir)
-	if err != nil {
+	if err := held(dir); err != nil {
 		return err
-	}
-	if len(pins) > 0 {
-		return fmt.Errorf("bpffs on %s %w (%s): left mounted", dir, ErrPinned, strings.Join(pins, ", "))
 	}
 	if err := unix.Unmount(dir, 0); err != nil {
 		return fmt.Errorf("unmount bpffs on %s: %w", dir, err)
