@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BPFFSDefault is where bpffs is mounted when nothing has mounted it yet
+// bpffsDefault is where bpffs is mounted when nothing has mounted it yet
 // (systemd mounts it there on boot; minimal systems may not).
-const BPFFSDefault = "/sys/fs/bpf"
+const bpffsDefault = "/sys/fs/bpf"
 
 // bpffs returns bpffs's mount point as this process reaches it, "" when
 // nothing has mounted it.
@@ -21,7 +21,7 @@ func bpffs() (string, error) { return hostMount("bpf") }
 
 // BPFFSToMount says where bpffs must be mounted before lowlat can pin
 // anything: "" when it is mounted already (in this mount namespace or the
-// host's), BPFFSDefault when nothing has mounted it. A mount is a change
+// host's), /sys/fs/bpf when nothing has mounted it. A mount is a change
 // like any other: the plan makes it a knob, so it is journaled and a
 // rollback undoes it. It returns an error when lowlat must not mount it
 // here: in a private mount namespace the pins would vanish with the
@@ -32,9 +32,9 @@ func BPFFSToMount() (string, error) {
 		return "", err
 	}
 	if privateMountNS() {
-		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s): %w", BPFFSDefault, ErrUnsupported)
+		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s): %w", bpffsDefault, ErrUnsupported)
 	}
-	return BPFFSDefault, nil
+	return bpffsDefault, nil
 }
 
 // privateMountNS is ownMountNS; a test build can say this process's mount

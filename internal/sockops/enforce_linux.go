@@ -59,7 +59,7 @@ func Open() (*Host, error) {
 		return nil, err
 	}
 	if fs == "" {
-		return nil, fmt.Errorf("bpffs is not mounted here: sock_ops pins live there (a plan with [[sockets]] mounts it on %s first, as a knob of its own): %w", BPFFSDefault, ErrUnsupported)
+		return nil, fmt.Errorf("bpffs is not mounted here: sock_ops pins live there (a plan with [[sockets]] mounts it on %s first, as a knob of its own): %w", bpffsDefault, ErrUnsupported)
 	}
 	h := &Host{Cgroup: cg, Support: sup, fs: fs}
 	if sup.NetnsCookie {
