@@ -47,25 +47,6 @@ func recreateCgroup(t *testing.T, root, dir string, pids ...int) {
 	move(dir)
 }
 
-// stalled counts the round trips that waited for the delayed ACK: 30 ms
-// or more (testnet.Unstalled's reasoning). A connection has TCP_NODELAY or
-// not: without it every round trip stalls, with it none does, and one a
-// busy machine delays past 30 ms is rare. Its p50 alone is not as clear:
-// the VM, short of host CPU, read 10.3 and 12.7 ms (p50 of 30) on
-// connections where at most one round trip in 30 reached 30 ms.
-func stalled(ds []time.Duration) int {
-	n := 0
-	for _, d := range ds {
-		if d >= 30*time.Millisecond {
-			n++
-		}
-	}
-	return n
-}
-
-// noStall: at most a quarter of the round trips stalled.
-func noStall(ds []time.Duration) bool { return 4*stalled(ds) <= len(ds) }
-
 // pinnedProgs lists the programs pinned (the legacy attachment's pins)
 // or linked through pins under this namespace's pin directory.
 func (w *sockopsWorld) pinnedProgs() []int {
@@ -127,7 +108,7 @@ func TestIntegrationSocketsFixServiceRestart(t *testing.T) {
 			}
 			fixed := client.Measure("new", 30)
 			t.Logf("after --fix, new connection: %s", quantiles(fixed))
-			if n := stalled(fixed); !noStall(fixed) {
+			if n := testnet.Stalled(fixed); !testnet.NoStall(fixed) {
 				t.Fatalf("new connection after --fix: %d of %d round trips stalled (>= 30 ms), want at most a quarter", n, len(fixed))
 			}
 
@@ -169,7 +150,7 @@ func TestIntegrationSocketsFixServiceRestart(t *testing.T) {
 			}
 			back := client.Measure("new", 30)
 			t.Logf("after reassert, new connection: %s", quantiles(back))
-			if n := stalled(back); !noStall(back) {
+			if n := testnet.Stalled(back); !testnet.NoStall(back) {
 				t.Errorf("new connection after reassert: %d of %d round trips stalled (>= 30 ms), want at most a quarter", n, len(back))
 			}
 			if st := run("status"); st.code != 0 {
@@ -222,7 +203,7 @@ func TestIntegrationSocketsFixLegacy(t *testing.T) {
 	}
 	fresh := testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 20)
 	t.Logf("legacy attachment, lowlat gone, new connection: %s", quantiles(fresh))
-	if n := stalled(fresh); !noStall(fresh) {
+	if n := testnet.Stalled(fresh); !testnet.NoStall(fresh) {
 		t.Errorf("new connection after lowlat exited: %d of %d round trips stalled (>= 30 ms), want at most a quarter", n, len(fresh))
 	}
 	if st := w.run(legacy, "status"); st.code != 0 {
@@ -359,8 +340,8 @@ func TestIntegrationSocketsFixMountsBPFFS(t *testing.T) {
 	if _, err := os.Stat(w.pins); err == nil {
 		t.Errorf("lowlat pinned in the machine's bpffs (%s), not in the one it mounted", w.pins)
 	}
-	if fixed := testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 20); !noStall(fixed) {
-		t.Errorf("new connection after --fix: %d of %d round trips stalled (>= 30 ms), want at most a quarter", stalled(fixed), len(fixed))
+	if fixed := testnet.RoundTrips(t, testnet.Dial(t, w.ns, fixPort), 20); !testnet.NoStall(fixed) {
+		t.Errorf("new connection after --fix: %d of %d round trips stalled (>= 30 ms), want at most a quarter", testnet.Stalled(fixed), len(fixed))
 	}
 	if st := m.run(nil, "status"); st.code != 0 || !strings.Contains(st.stdout, "No drift") {
 		t.Errorf("status: exit %d\n%s%s", st.code, st.stdout, st.stderr)

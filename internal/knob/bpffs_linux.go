@@ -67,18 +67,7 @@ func (k *bpffsKnob) Restorable(v string) error {
 	if v != Absent {
 		return nil
 	}
-	on, err := sockops.BPFFSMounted(k.dir)
-	if err != nil || !on {
-		return err
-	}
-	pins, err := sockops.BPFFSPins(k.dir)
-	if err != nil {
-		return err
-	}
-	if len(pins) > 0 {
-		return fmt.Errorf("bpffs on %s %w made since lowlat mounted it (%v): left mounted", k.dir, sockops.ErrPinned, pins)
-	}
-	return nil
+	return sockops.BPFFSHeld(k.dir)
 }
 
 // Fallback keeps the bpffs mounted.

@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BPFFSDefault is where bpffs is mounted when nothing has mounted it yet
+// bpffsDefault is where bpffs is mounted when nothing has mounted it yet
 // (systemd mounts it there on boot; minimal systems may not).
-const BPFFSDefault = "/sys/fs/bpf"
+const bpffsDefault = "/sys/fs/bpf"
 
 // bpffs returns bpffs's mount point as this process reaches it, "" when
 // nothing has mounted it.
@@ -21,7 +21,7 @@ func bpffs() (string, error) { return hostMount("bpf") }
 
 // BPFFSToMount says where bpffs must be mounted before lowlat can pin
 // anything: "" when it is mounted already (in this mount namespace or the
-// host's), BPFFSDefault when nothing has mounted it. A mount is a change
+// host's), /sys/fs/bpf when nothing has mounted it. A mount is a change
 // like any other: the plan makes it a knob, so it is journaled and a
 // rollback undoes it. It returns an error when lowlat must not mount it
 // here: in a private mount namespace the pins would vanish with the
@@ -32,9 +32,9 @@ func BPFFSToMount() (string, error) {
 		return "", err
 	}
 	if privateMountNS() {
-		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s): %w", BPFFSDefault, ErrUnsupported)
+		return "", fmt.Errorf("bpffs is not mounted on this host, and a mount in this private mount namespace (ip netns exec?) would take lowlat's pins with it: mount it first (mount -t bpf bpf %s): %w", bpffsDefault, ErrUnsupported)
 	}
-	return BPFFSDefault, nil
+	return bpffsDefault, nil
 }
 
 // privateMountNS is ownMountNS; a test build can say this process's mount
@@ -89,39 +89,48 @@ var ErrPinned = errors.New("holds pins")
 // in every bpffs it mounts: the kernel's own, they go with the mount.
 var preloaded = map[string]bool{"maps.debug": true, "progs.debug": true}
 
-// BPFFSPins lists the names at the top of the bpffs mounted on dir, but
-// the kernel's own: what would be lost with it.
-func BPFFSPins(dir string) ([]string, error) {
+// BPFFSHeld says why the bpffs mounted on dir must stay mounted: an error
+// wrapping ErrPinned that names what is pinned at its top (but the
+// kernel's own), which would be lost with it, and the programs attached
+// through it. Nothing mounted there, or nothing pinned, is nil.
+func BPFFSHeld(dir string) error {
+	on, err := BPFFSMounted(dir)
+	if err != nil || !on {
+		return err
+	}
+	return held(dir)
+}
+
+// held is BPFFSHeld for a dir known to hold a bpffs.
+func held(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("bpffs %s: %w", dir, err)
+		return fmt.Errorf("bpffs %s: %w", dir, err)
 	}
-	var out []string
+	var pins []string
 	for _, e := range ents {
 		if !preloaded[e.Name()] {
-			out = append(out, e.Name())
+			pins = append(pins, e.Name())
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	if len(pins) > 0 {
+		sort.Strings(pins)
+		return fmt.Errorf("bpffs on %s %w (%s): left mounted", dir, ErrPinned, strings.Join(pins, ", "))
+	}
+	return nil
 }
 
 // UnmountBPFFS unmounts the bpffs on dir, only when nothing is pinned
-// there: every pin in it would go with the mount, and the programs attached
-// through them. A bpffs holding pins (someone else's, made since lowlat
-// mounted it) stays mounted, and the error, wrapping ErrPinned, names them.
-// Nothing mounted there is not an error.
+// there (BPFFSHeld): a bpffs holding pins (someone else's, made since
+// lowlat mounted it) stays mounted, and the error says why. Nothing
+// mounted there is not an error.
 func UnmountBPFFS(dir string) error {
 	on, err := BPFFSMounted(dir)
 	if err != nil || !on {
 		return err
 	}
-	pins, err := BPFFSPins(dir)
-	if err != nil {
+	if err := held(dir); err != nil {
 		return err
-	}
-	if len(pins) > 0 {
-		return fmt.Errorf("bpffs on %s %w (%s): left mounted", dir, ErrPinned, strings.Join(pins, ", "))
 	}
 	if err := unix.Unmount(dir, 0); err != nil {
 		return fmt.Errorf("unmount bpffs on %s: %w", dir, err)

@@ -59,7 +59,7 @@ func Open() (*Host, error) {
 		return nil, err
 	}
 	if fs == "" {
-		return nil, fmt.Errorf("bpffs is not mounted here: sock_ops pins live there (a plan with [[sockets]] mounts it on %s first, as a knob of its own): %w", BPFFSDefault, ErrUnsupported)
+		return nil, fmt.Errorf("bpffs is not mounted here: sock_ops pins live there (a plan with [[sockets]] mounts it on %s first, as a knob of its own): %w", bpffsDefault, ErrUnsupported)
 	}
 	h := &Host{Cgroup: cg, Support: sup, fs: fs}
 	if sup.NetnsCookie {
@@ -290,7 +290,8 @@ func (h *Host) Set(sel Selector, e Entry) error {
 	}
 	defer unlock()
 	a, err := h.attachmentOf(sel, true)
-	if err != nil {
+	switch {
+	case err != nil:
 		// Only attaching needs the cgroup. A service that has stopped, its
 		// cgroup gone and the program detached with it, can still lose its
 		// entry, or options of it (a rollback, one option at a time).
@@ -299,23 +300,15 @@ func (h *Host) Set(sel Selector, e Entry) error {
 			return fmt.Errorf("sock_ops %s: %w", sel, err)
 		}
 		a, _ = h.attachmentOf(sel, false)
-		if len(e) == 0 {
-			return h.delete(sel, a)
+	case len(e) > 0:
+		if err := h.attach(a); err != nil {
+			return fmt.Errorf("sock_ops %s: %w", sel, err)
 		}
-		return h.put(sel, a, b)
 	}
 	if len(e) == 0 {
 		return h.delete(sel, a)
 	}
-	m, err := h.attach(a)
-	if err != nil {
-		return fmt.Errorf("sock_ops %s: %w", sel, err)
-	}
-	defer m.Close()
-	if err := m.Put(key(h.Netns, a.port), b); err != nil {
-		return fmt.Errorf("sock_ops %s: write entry: %w", sel, err)
-	}
-	return nil
+	return h.put(sel, a, b)
 }
 
 // shrinks reports whether e is cur with options taken away, none changed.
@@ -331,7 +324,7 @@ func shrinks(cur, e Entry) bool {
 	return true
 }
 
-// put writes a's entry into its pinned map, attaching nothing.
+// put writes a's entry into its pinned map.
 func (h *Host) put(sel Selector, a attachment, b []byte) error {
 	m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil)
 	if err != nil {
@@ -363,40 +356,37 @@ func (h *Host) delete(sel Selector, a attachment) error {
 	return h.detach(a)
 }
 
-// attach returns the pinned options map of a, loading, attaching and
-// pinning the program and its maps when they are not there, and attaching
-// the pinned program again when it is not attached (its cgroup re-created).
-func (h *Host) attach(a attachment) (*ebpf.Map, error) {
+// attach loads, attaches and pins the program of a and its maps when they
+// are not there, and attaches the pinned program again when it is not
+// attached (its cgroup re-created).
+func (h *Host) attach(a attachment) error {
 	if m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, pinOptions), nil); err == nil {
+		m.Close()
 		on, err := attachedAt(a)
 		if err == nil && !on && pinned(a.dir) {
 			// The maps keep their entries (other ports') and counts.
 			err = h.reattach(a)
 			on = err == nil
 		}
-		if on {
-			return m, nil
-		}
-		m.Close()
-		if err != nil {
-			return nil, err
+		if on || err != nil {
+			return err
 		}
 	}
 	// Half-made pins (a crash between pinning and attaching) go first.
 	if err := h.detach(a); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create pin directory: %w", err)
+		return fmt.Errorf("create pin directory: %w", err)
 	}
 	opts, err := newOptionsMap()
 	if err != nil {
-		return nil, bpfError("create the options map", err)
+		return bpfError("create the options map", err)
 	}
+	defer opts.Close()
 	counts, err := newCountsMap()
 	if err != nil {
-		opts.Close()
-		return nil, bpfError("create the counts map", err)
+		return bpfError("create the counts map", err)
 	}
 	defer counts.Close()
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
@@ -406,14 +396,12 @@ func (h *Host) attach(a attachment) (*ebpf.Map, error) {
 		Instructions: enforcer(opts, counts, h.Support.NetnsCookie, a.outbound),
 	})
 	if err != nil {
-		opts.Close()
-		return nil, bpfError("load the sock_ops program", err)
+		return bpfError("load the sock_ops program", err)
 	}
 	defer prog.Close()
-	fail := func(err error) (*ebpf.Map, error) {
-		opts.Close()
+	fail := func(err error) error {
 		_ = h.detach(a)
-		return nil, err
+		return err
 	}
 	if err := opts.Pin(filepath.Join(a.dir, pinOptions)); err != nil {
 		return fail(bpfError("pin the options map", err))
@@ -424,7 +412,7 @@ func (h *Host) attach(a attachment) (*ebpf.Map, error) {
 	if err := attachPinned(a, prog); err != nil {
 		return fail(err)
 	}
-	return opts, nil
+	return nil
 }
 
 // cgroupLink attaches prog to the cgroup open as cg by a bpf_link. A kernel
