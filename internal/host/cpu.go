@@ -107,15 +107,20 @@ func (rd *fileReader) cpus() {
 	}
 }
 
+const sysNode = "/sys/devices/system/node"
+
 // numa reads /sys/devices/system/node/nodeN/cpulist into f.NUMA and returns
 // the node of each CPU. Kernels without NUMA have no node directory; then
-// every CPU's node stays -1 (unknown) and NUMA is empty.
+// every CPU's node stays -1 (unknown) and NUMA is empty. Whether the kernel
+// has NUMA is known only later, from its config: a missing directory is
+// kept in noNodes for kernelSupport to judge.
 func (rd *fileReader) numa() map[int]int {
-	const sysNode = "/sys/devices/system/node"
 	nodeOf := map[int]int{}
 	dir, ents, err := rd.r.readDirResolved(sysNode)
 	if err != nil {
-		if !isNotExist(err) {
+		if isNotExist(err) {
+			rd.noNodes = err
+		} else {
 			rd.fail(sysNode, err)
 		}
 		return nodeOf

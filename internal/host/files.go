@@ -24,6 +24,8 @@ type fileReader struct {
 	groups     map[string]*errGroup
 	groupOrder []string
 	online     []int
+	// noNodes is why /sys/devices/system/node is missing, when it is.
+	noNodes error
 	// mods is what /lib/modules and /proc/modules say is loadable.
 	mods moduleIndex
 	// openNetns stands in for nsthread.Current in tests.
