@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -62,7 +61,7 @@ func TestMissingSysctlBlamesItsPath(t *testing.T) {
 		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
 			"default-qdisc-fifo", "cannot read net.core.default_qdisc (/proc/sys/net/core: no such file or directory)"},
 		{"generated: ipv4 lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/ipv4"} })
+			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/ipv4"} })
 		}, "tcp-fastopen-server-off", "cannot read net.ipv4.tcp_fastopen (/proc/sys/net/ipv4: no such file or directory)"},
 	}
 	for _, tt := range tests {
@@ -96,20 +95,11 @@ func TestCheckWithoutDataIsNotChecked(t *testing.T) {
 	nodeExporter := func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }
 	without := func(s *hostgen.Spec, paths ...string) func(t *testing.T) *host.Facts {
 		return func(t *testing.T) *host.Facts {
-			return generated(t, s, func(s *hostgen.Spec) { s.Remove = paths })
+			return s.Edited(t, func(s *hostgen.Spec) { s.Remove = paths })
 		}
 	}
 	ethtoolFails := func(t *testing.T) *host.Facts {
-		src, err := hostgen.DualI40E().Source()
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Ethtool = failingEthtool{src.Ethtool}
-		f, err := host.Gather(context.Background(), src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
+		return hostgen.DualI40E().Rewired(t, func(src *host.Source) { src.Ethtool = failingEthtool{src.Ethtool} })
 	}
 	tests := []struct {
 		name string
@@ -152,9 +142,4 @@ func TestCheckWithoutDataIsNotChecked(t *testing.T) {
 			}
 		})
 	}
-}
-
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	return s.Edited(t, edit)
 }

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -48,13 +47,13 @@ func TestCPUOnlineRule(t *testing.T) {
 		// node_exporter's has the online list "0-3" and no online files.
 		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") }, []int{0, 1, 2, 3}},
 		{"generated: offline list", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/sys/devices/system/cpu/online"}
 				s.Files = map[string]string{"/sys/devices/system/cpu/offline": "3,5\n"}
 			})
 		}, []int{0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
 		{"generated: online files only", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/sys/devices/system/cpu/online", "/sys/devices/system/cpu/offline", "/sys/devices/system/cpu/cpu7/online"}
 				s.Files = map[string]string{"/sys/devices/system/cpu/cpu5/online": "0\n"}
 			})
@@ -91,12 +90,12 @@ func TestMissingSysctlNamesItsPath(t *testing.T) {
 		{"corpus node_exporter ipv4", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
 			"net.ipv4.tcp_congestion_control", "/proc/sys/net/ipv4: no such file or directory", "no such file or directory"},
 		{"generated: core lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
 		}, "net.core.somaxconn", "/proc/sys/net/core: no such file or directory", ""},
 		// No osrelease, the rest intact: a sysctl the kernel lacks is
 		// nobody's read error.
 		{"generated: osrelease lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/proc/sys/kernel/osrelease", "/proc/sys/net/ipv4/tcp_fastopen"}
 			})
 		}, "net.ipv4.tcp_fastopen", "", "no such file or directory"},
@@ -122,19 +121,8 @@ func TestMissingSysctlNamesItsPath(t *testing.T) {
 // on a tree that has none.
 func fromSysfs(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
 	t.Helper()
-	if edit != nil {
-		edit(s)
-	}
-	src, err := s.Source()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.Netlink, src.Ethtool = nil, nil
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	edit(s)
+	return s.Rewired(t, func(src *host.Source) { src.Netlink, src.Ethtool = nil, nil })
 }
 
 // pciDev is CentOS7's eth0 in sysfs.
@@ -209,7 +197,7 @@ func TestBlockQueueUnknown(t *testing.T) {
 		{"corpus procfs md0", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "md0", queue{"", -1, -1, false}},
 		{"corpus procfs sda", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "sda", queue{"bfq", 1, 64, true}},
 		{"generated", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) {
+			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) {
 				const q = "/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/"
 				s.Remove = []string{q + "nr_requests", q + "rq_affinity", q + "scheduler"}
 			})
@@ -230,9 +218,4 @@ func TestBlockQueueUnknown(t *testing.T) {
 			t.Fatalf("no block device %s", tt.dev)
 		})
 	}
-}
-
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	return s.Edited(t, edit)
 }

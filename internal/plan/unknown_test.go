@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -63,10 +62,10 @@ func TestMissingSysctlRow(t *testing.T) {
 		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
 			"sysctl/net.ipv4.tcp_fastopen", "?", "could not be read (/proc/sys/net/ipv4: no such file or directory)", "osrelease"},
 		{"generated: core lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.Epyc25G(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
+			return hostgen.Epyc25G().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
 		}, "sysctl/net.core.somaxconn", "?", "could not be read (/proc/sys/net/core: no such file or directory)", "osrelease"},
 		{"generated: osrelease lost, tcp_fastopen absent", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.Epyc25G(), func(s *hostgen.Spec) {
+			return hostgen.Epyc25G().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/proc/sys/kernel/osrelease", "/proc/sys/net/ipv4/tcp_fastopen"}
 			})
 		}, "sysctl/net.ipv4.tcp_fastopen", "-", "net.ipv4.tcp_fastopen does not exist on kernel unknown", "osrelease"},
@@ -94,7 +93,7 @@ func TestHardwareRows(t *testing.T) {
 		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
 			"eth0", "eth0 has no queue interrupts in /proc/interrupts", "virtual"},
 		{"generated: no /proc/interrupts", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/interrupts"} })
+			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/interrupts"} })
 		}, "eth0", "eth0's queue interrupts are unknown: /proc/interrupts could not be read (no such file or directory)", "has no queue interrupts"},
 	}
 	for _, tt := range tests {
@@ -116,30 +115,15 @@ func (failingNetlink) Qdiscs() ([]host.LinkQdisc, error) {
 	return nil, errors.New("dump qdiscs: operation not permitted")
 }
 
-// generatedWith gathers a generated host whose netlink goes through wrap.
-func generatedWith(t *testing.T, s *hostgen.Spec, wrap func(host.Netlink) host.Netlink) *host.Facts {
-	t.Helper()
-	src, err := s.Source()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.Netlink = wrap(src.Netlink)
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // TestUnknownCurrentValues: where the facts could not read a value, plan
 // shows it as unknown ("?"), says which source failed, and plans a change
 // from it only where the knob does not need it.
 func TestUnknownCurrentValues(t *testing.T) {
 	qdiscsFail := func(t *testing.T) *host.Facts {
-		return generatedWith(t, hostgen.DualI40E(), func(nl host.Netlink) host.Netlink { return failingNetlink{nl} })
+		return hostgen.DualI40E().Rewired(t, func(src *host.Source) { src.Netlink = failingNetlink{src.Netlink} })
 	}
 	nvmeQueue := func(t *testing.T) *host.Facts {
-		return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) {
+		return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) {
 			s.Remove = []string{"/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/nr_requests",
 				"/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/rq_affinity"}
 		})
@@ -159,10 +143,10 @@ func TestUnknownCurrentValues(t *testing.T) {
 				s.Remove = append(s.Remove, "/proc/"+n)
 			}
 		}
-		return generated(t, s, nil)
+		return s.Edited(t, nil)
 	}
 	noIRQDirs := func(t *testing.T) *host.Facts {
-		return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/irq"} })
+		return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/irq"} })
 	}
 	tests := []struct {
 		name    string
@@ -211,9 +195,4 @@ func TestUnknownCurrentValues(t *testing.T) {
 			}
 		})
 	}
-}
-
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	return s.Edited(t, edit)
 }

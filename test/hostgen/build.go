@@ -42,10 +42,16 @@ func (s *Spec) WriteTree(dir string) error {
 // Facts generates the host and gathers it, the way lowlat would read the same
 // host captured with --root. The tree stays in memory (host.MemTree), so a
 // 256-CPU host costs no disk writes.
-func (s *Spec) Facts() (*host.Facts, error) {
+func (s *Spec) Facts() (*host.Facts, error) { return s.facts(nil) }
+
+// facts is Facts with the gather source changed by rewire (when not nil).
+func (s *Spec) facts(rewire func(*host.Source)) (*host.Facts, error) {
 	src, err := s.Source()
 	if err != nil {
 		return nil, err
+	}
+	if rewire != nil {
+		rewire(&src)
 	}
 	f, err := host.Gather(context.Background(), src)
 	if err != nil {
@@ -63,7 +69,15 @@ func (s *Spec) Edited(t testing.TB, edit func(*Spec)) *host.Facts {
 	if edit != nil {
 		edit(s)
 	}
-	f, err := s.Facts()
+	return s.Rewired(t, nil)
+}
+
+// Rewired gathers the host after rewire (when not nil) changed its gather
+// source, and fails the test when it cannot: for tests whose netlink or
+// ethtool fails, or is not there at all.
+func (s *Spec) Rewired(t testing.TB, rewire func(*host.Source)) *host.Facts {
+	t.Helper()
+	f, err := s.facts(rewire)
 	if err != nil {
 		t.Fatal(err)
 	}
