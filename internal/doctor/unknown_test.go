@@ -16,8 +16,6 @@ import (
 // that could not read its data is "not checked", never passed, and names
 // what it could not read.
 
-func corpus(t *testing.T, name string) *host.Facts { return hosttest.Corpus(t, name) }
-
 // rows returns the report's rows of check id.
 func rows(r *Report, id string) []Finding {
 	var out []Finding
@@ -56,9 +54,9 @@ func TestMissingSysctlBlamesItsPath(t *testing.T) {
 		id   string
 		want string
 	}{
-		{"corpus procfs", func(t *testing.T) *host.Facts { return corpus(t, "procfs") },
+		{"corpus procfs", hosttest.CorpusOf("procfs"),
 			"congestion-control", "cannot read net.ipv4.tcp_congestion_control (/proc/sys/net: no such file or directory)"},
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"default-qdisc-fifo", "cannot read net.core.default_qdisc (/proc/sys/net/core: no such file or directory)"},
 		{"generated: ipv4 lost", func(t *testing.T) *host.Facts {
 			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/ipv4"} })
@@ -91,8 +89,8 @@ func (e failingEthtool) Ethtool(iface string) (*host.Ethtool, error) {
 // data says so in a not-checked row, on real trees and on generated hosts
 // with one file taken away, and is never counted as passed.
 func TestCheckWithoutDataIsNotChecked(t *testing.T) {
-	procfs := func(t *testing.T) *host.Facts { return corpus(t, "procfs") }
-	nodeExporter := func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }
+	procfs := hosttest.CorpusOf("procfs")
+	nodeExporter := hosttest.CorpusOf("node_exporter")
 	without := func(s *hostgen.Spec, paths ...string) func(t *testing.T) *host.Facts {
 		return func(t *testing.T) *host.Facts {
 			return s.Edited(t, func(s *hostgen.Spec) { s.Remove = paths })

@@ -43,9 +43,9 @@ func TestCPUOnlineRule(t *testing.T) {
 	}{
 		// procfs's tree has no online list, an offline list "2", an
 		// online file for cpu0 only, and an empty cpu2.
-		{"corpus procfs", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, []int{0, 1}},
+		{"corpus procfs", hosttest.CorpusOf("procfs"), []int{0, 1}},
 		// node_exporter's has the online list "0-3" and no online files.
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") }, []int{0, 1, 2, 3}},
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"), []int{0, 1, 2, 3}},
 		{"generated: offline list", func(t *testing.T) *host.Facts {
 			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/sys/devices/system/cpu/online"}
@@ -82,12 +82,12 @@ func TestMissingSysctlNamesItsPath(t *testing.T) {
 		osrelease string
 	}{
 		// procfs's tree has no /proc/sys/net at all.
-		{"corpus procfs", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") },
+		{"corpus procfs", hosttest.CorpusOf("procfs"),
 			"net.core.somaxconn", "/proc/sys/net: no such file or directory", "no such file or directory"},
 		// node_exporter's has /proc/sys/net/netfilter and nothing else.
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"net.core.somaxconn", "/proc/sys/net/core: no such file or directory", "no such file or directory"},
-		{"corpus node_exporter ipv4", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+		{"corpus node_exporter ipv4", hosttest.CorpusOf("node_exporter"),
 			"net.ipv4.tcp_congestion_control", "/proc/sys/net/ipv4: no such file or directory", "no such file or directory"},
 		{"generated: core lost", func(t *testing.T) *host.Facts {
 			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
@@ -143,7 +143,7 @@ func TestHardwareFacts(t *testing.T) {
 	}{
 		// node_exporter's tree: bonding_masters beside the interfaces, and
 		// eth0 a PCI function with no driver or subsystem link.
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			[]string{"bond0", "dmz", "eth0", "int"}, nic{"eth0", "pci", "0000:03:00.0", "", true}},
 		{"generated: no driver link", func(t *testing.T) *host.Facts {
 			return fromSysfs(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
@@ -194,8 +194,8 @@ func TestBlockQueueUnknown(t *testing.T) {
 		want queue
 	}{
 		// procfs's md0 has no queue directory; its sda has one.
-		{"corpus procfs md0", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "md0", queue{"", -1, -1, false}},
-		{"corpus procfs sda", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "sda", queue{"bfq", 1, 64, true}},
+		{"corpus procfs md0", hosttest.CorpusOf("procfs"), "md0", queue{"", -1, -1, false}},
+		{"corpus procfs sda", hosttest.CorpusOf("procfs"), "sda", queue{"bfq", 1, 64, true}},
 		{"generated", func(t *testing.T) *host.Facts {
 			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) {
 				const q = "/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/"

@@ -15,8 +15,6 @@ import (
 // could not be read is shown as unknown, with the source that failed, and a
 // change is planned from it only where the knob does not need it.
 
-func corpus(t *testing.T, name string) *host.Facts { return hosttest.Corpus(t, name) }
-
 // rowOf returns the plan's row for knob, failing the test without one.
 func rowOf(t *testing.T, p *Plan, knob string) Change {
 	t.Helper()
@@ -57,9 +55,9 @@ func TestMissingSysctlRow(t *testing.T) {
 		current   string
 		want, not string
 	}{
-		{"corpus procfs", func(t *testing.T) *host.Facts { return corpus(t, "procfs") },
+		{"corpus procfs", hosttest.CorpusOf("procfs"),
 			"sysctl/net.core.somaxconn", "?", "could not be read (/proc/sys/net: no such file or directory)", "osrelease"},
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"sysctl/net.ipv4.tcp_fastopen", "?", "could not be read (/proc/sys/net/ipv4: no such file or directory)", "osrelease"},
 		{"generated: core lost", func(t *testing.T) *host.Facts {
 			return hostgen.Epyc25G().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
@@ -90,7 +88,7 @@ func TestHardwareRows(t *testing.T) {
 		iface     string
 		want, not string
 	}{
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"eth0", "eth0 has no queue interrupts in /proc/interrupts", "virtual"},
 		{"generated: no /proc/interrupts", func(t *testing.T) *host.Facts {
 			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/interrupts"} })
@@ -160,19 +158,19 @@ func TestUnknownCurrentValues(t *testing.T) {
 	}{
 		// The root qdisc: the knob needs it (another tool's tree is left
 		// alone), so no change is planned from an unknown one.
-		{"corpus procfs: root qdisc", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "game-udp", "eth0",
+		{"corpus procfs: root qdisc", hosttest.CorpusOf("procfs"), "game-udp", "eth0",
 			"qdisc/eth0/root", "?", Skip, "the qdiscs of eth0 could not be read (netlink:qdiscs: no netlink reader)"},
-		{"corpus node_exporter: root qdisc", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }, "capped-uplink", "eth0",
+		{"corpus node_exporter: root qdisc", hosttest.CorpusOf("node_exporter"), "capped-uplink", "eth0",
 			"qdisc/eth0/root", "?", Skip, "the qdiscs of eth0 could not be read (netlink:qdiscs: no netlink reader)"},
 		{"generated: root qdisc", qdiscsFail, "game-udp", "eth0",
 			"qdisc/eth0/root", "?", Skip, "(netlink:qdiscs: dump qdiscs: operation not permitted)"},
 		{"generated: ingress qdisc", qdiscsFail, "capped-uplink", "eth0",
 			"qdisc/eth0/ingress", "?", Skip, "(netlink:qdiscs: dump qdiscs: operation not permitted)"},
-		{"corpus procfs: routes", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "live-edge", "eth0",
+		{"corpus procfs: routes", hosttest.CorpusOf("procfs"), "live-edge", "eth0",
 			"route/*/initcwnd", "?", Skip, "the routes could not be read (netlink:routes: no netlink reader)"},
-		{"corpus procfs: THP", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "game-udp", "eth0",
+		{"corpus procfs: THP", hosttest.CorpusOf("procfs"), "game-udp", "eth0",
 			"sysfs/kernel/mm/transparent_hugepage/enabled", "?", Skip, "could not be read (/sys/kernel/mm: no such file or directory)"},
-		{"corpus node_exporter: ethtool", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }, "game-udp", "eth0",
+		{"corpus node_exporter: ethtool", hosttest.CorpusOf("node_exporter"), "game-udp", "eth0",
 			"ethtool/eth0/feature/lro", "?", Skip, "the ethtool settings of eth0 could not be read (no ethtool reader)"},
 		// A block queue file that is missing is unknown, not 0:
 		// nr_requests needs the current depth (its limit), rq_affinity
