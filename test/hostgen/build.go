@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -255,23 +256,11 @@ func (s *Spec) build() (*gen, error) {
 
 // edit applies a Spec's Remove and Files to the generated tree.
 func (t *tree) edit(remove []string, files map[string]string) {
-	under := func(p, top string) bool { return p == top || strings.HasPrefix(p, top+"/") }
 	for _, top := range remove {
-		for p := range t.files {
-			if under(p, top) {
-				delete(t.files, p)
-			}
-		}
-		for p := range t.links {
-			if under(p, top) {
-				delete(t.links, p)
-			}
-		}
-		for p := range t.dirs {
-			if under(p, top) {
-				delete(t.dirs, p)
-			}
-		}
+		under := func(p string) bool { return p == top || strings.HasPrefix(p, top+"/") }
+		maps.DeleteFunc(t.files, func(p string, _ []byte) bool { return under(p) })
+		maps.DeleteFunc(t.links, func(p, _ string) bool { return under(p) })
+		maps.DeleteFunc(t.dirs, func(p string, _ bool) bool { return under(p) })
 	}
 	for p, b := range files {
 		t.files[p] = []byte(b)
