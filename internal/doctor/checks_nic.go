@@ -129,13 +129,13 @@ func notSampled(id, why string) []Finding {
 		Fix:      "run lowlat doctor as root on the host itself (the live sample needs ethtool and /proc/PID/task)"}}
 }
 
-// ethtoolUnread lists the physical interfaces (the up ones, with up) whose
-// ethtool settings could not be read, and why: a check that needs them
-// cannot vouch for those.
-func ethtoolUnread(f *host.Facts, up bool) (names []string, why string) {
-	var whys []string
+// withEthtoolUnread adds to a check's rows the not-checked row of the up
+// physical interfaces whose ethtool settings could not be read, if any: a
+// check that needs them cannot vouch for those.
+func withEthtoolUnread(f *host.Facts, id string, out []Finding) []Finding {
+	var names, whys []string
 	for _, ifc := range f.Interfaces {
-		if !ifc.Physical() || (up && !ifc.Up) {
+		if !ifc.Physical() || !ifc.Up {
 			continue
 		}
 		if e := f.ErrorFor("ethtool:" + ifc.Name); e != "" {
@@ -143,16 +143,10 @@ func ethtoolUnread(f *host.Facts, up bool) (names []string, why string) {
 			whys = append(whys, fmt.Sprintf("ethtool:%s: %s", ifc.Name, e))
 		}
 	}
-	return names, strings.Join(whys, "; ")
-}
-
-// withUnread adds to a check's rows the not-checked row of the interfaces
-// it could not read, if any.
-func withUnread(out []Finding, id string, names []string, why string) []Finding {
 	if len(names) == 0 {
 		return out
 	}
-	return append(out, notCheckedRow(id, "the ethtool settings of "+strings.Join(names, ", "), why))
+	return append(out, notCheckedRow(id, "the ethtool settings of "+strings.Join(names, ", "), strings.Join(whys, "; ")))
 }
 
 // dropCounterRE matches ethtool -S names that count packets lost by the NIC
@@ -278,11 +272,8 @@ func counters(m map[string]uint64) string {
 	return strings.Join(parts, " ")
 }
 
-func checkLRO(f *host.Facts, _ Options) (out []Finding) {
-	defer func() {
-		names, why := ethtoolUnread(f, true)
-		out = withUnread(out, "nic-lro-on", names, why)
-	}()
+func checkLRO(f *host.Facts, _ Options) []Finding {
+	var out []Finding
 	for _, ifc := range f.Interfaces {
 		if !ifc.Physical() || !ifc.Up || ifc.Ethtool == nil || !ifc.Ethtool.Features["rx-lro"] {
 			continue
@@ -293,7 +284,7 @@ func checkLRO(f *host.Facts, _ Options) (out []Finding) {
 			Fix:      fmt.Sprintf("ethtool/%s/feature/lro = off (profiles game-udp, realtime-tcp)", ifc.Name),
 			Source:   runbook000})
 	}
-	return out
+	return withEthtoolUnread(f, "nic-lro-on", out)
 }
 
 // Coalescing above these holds an interrupt back long enough to show in a
@@ -303,11 +294,8 @@ const (
 	txUsecsHigh = 100
 )
 
-func checkCoalesce(f *host.Facts, _ Options) (out []Finding) {
-	defer func() {
-		names, why := ethtoolUnread(f, true)
-		out = withUnread(out, "nic-coalesce-high", names, why)
-	}()
+func checkCoalesce(f *host.Facts, _ Options) []Finding {
+	var out []Finding
 	for _, ifc := range f.Interfaces {
 		if !ifc.Physical() || !ifc.Up || ifc.Ethtool == nil || ifc.Ethtool.Coalesce == nil {
 			continue
@@ -331,7 +319,7 @@ func checkCoalesce(f *host.Facts, _ Options) (out []Finding) {
 				Evidence: ev, Fix: fix, Source: runbook000})
 		}
 	}
-	return out
+	return withEthtoolUnread(f, "nic-coalesce-high", out)
 }
 
 // planned runs the IRQ planner for one interface, as lowlat plan would.
@@ -343,11 +331,8 @@ func planned(f *host.Facts, iface string) *irqplan.NIC {
 	return &p.NICs[0]
 }
 
-func checkQueues(f *host.Facts, _ Options) (out []Finding) {
-	defer func() {
-		names, why := ethtoolUnread(f, true)
-		out = withUnread(out, "nic-queues-exceed-cpus", names, why)
-	}()
+func checkQueues(f *host.Facts, _ Options) []Finding {
+	var out []Finding
 	for _, ifc := range f.Interfaces {
 		if !ifc.Physical() || !ifc.Up || ifc.Ethtool == nil || ifc.Ethtool.Channels == nil {
 			continue
@@ -365,7 +350,7 @@ func checkQueues(f *host.Facts, _ Options) (out []Finding) {
 			Fix:      fmt.Sprintf("ethtool/%s/channels/combined = %d with one queue interrupt per CPU (irq.placement = numa-local)", ifc.Name, len(n.Pool)),
 			Source:   runbook002})
 	}
-	return out
+	return withEthtoolUnread(f, "nic-queues-exceed-cpus", out)
 }
 
 // servingCPU is the CPU a queue interrupt fires on: its effective affinity,

@@ -26,16 +26,12 @@ func init() {
 // checkNagle reports each process with established connections that lack
 // TCP_NODELAY and send small segments: runbook 001's 85 ms P99, which no
 // sysctl can fix because the option belongs to the application.
-func checkNagle(f *host.Facts, _ Options) (out []Finding) {
+func checkNagle(f *host.Facts, _ Options) []Finding {
 	if f.Sockets == nil || !f.Sockets.Live {
 		return []Finding{notCheckedRow("nagle-risk", "which connections lack TCP_NODELAY",
 			"the facts have no socket audit of a running host (a tree, or a capture without one)")}
 	}
-	if e := f.ErrorFor("sockets:options"); e != "" {
-		defer func() {
-			out = append(out, notCheckedRow("nagle-risk", "the options of every socket", "sockets:options: "+e))
-		}()
-	}
+	var out []Finding
 	ext := f.SNMP["TcpExt"]
 	for _, p := range f.Sockets.Processes {
 		if p.SmallWrites == 0 || p.Runtime == "nginx" || p.Runtime == "haproxy" {
@@ -70,6 +66,9 @@ func checkNagle(f *host.Facts, _ Options) (out []Finding) {
 				"In the application: " + nagleFix(p.Runtime) + "; for request/response also TCP_QUICKACK after each read. Check it at startup: lowlat sockets --pid PID --require nodelay --port PORT",
 			Source: runbook001,
 		})
+	}
+	if e := f.ErrorFor("sockets:options"); e != "" {
+		out = append(out, notCheckedRow("nagle-risk", "the options of every socket", "sockets:options: "+e))
 	}
 	return out
 }

@@ -89,12 +89,7 @@ func Run(f *host.Facts, o Options) *Report {
 		rep.Checks.Run++
 		if missing := missingSource(f, c.Needs); missing != "" {
 			rep.Checks.NotChecked++
-			rep.Findings = append(rep.Findings, Finding{
-				ID: c.ID, Severity: Info, NotChecked: true,
-				Summary:  "not checked: " + missing,
-				Evidence: map[string]string{"error": missing},
-				Fix:      "run lowlat doctor as root, or capture on the host itself",
-			})
+			rep.Findings = append(rep.Findings, unreadRow(c.ID, missing, missing))
 			continue
 		}
 		fs := runCheck(c, f, o)
@@ -186,10 +181,16 @@ func missingSource(f *host.Facts, needs []string) string {
 }
 
 // notCheckedRow is the row of a check that could not read what it needs to
-// judge: what could not be read, and why.
+// judge: what it cannot tell, and why.
 func notCheckedRow(id, what, why string) Finding {
+	return unreadRow(id, "cannot tell "+what+": "+why, why)
+}
+
+// unreadRow is the not-checked row of a check whose data could not be
+// read: summary says what, why is the read error.
+func unreadRow(id, summary, why string) Finding {
 	return Finding{ID: id, Severity: Info, NotChecked: true,
-		Summary:  "not checked: cannot tell " + what + ": " + why,
+		Summary:  "not checked: " + summary,
 		Evidence: map[string]string{"error": why},
 		Fix:      "run lowlat doctor as root, or capture on the host itself",
 	}

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,8 +15,6 @@ import (
 // of real trees and on generated hosts with a file taken away: a check
 // that could not read its data is "not checked", never passed, and names
 // what it could not read.
-
-func corpus(t *testing.T, name string) *host.Facts { return hosttest.Corpus(t, name) }
 
 // rows returns the report's rows of check id.
 func rows(r *Report, id string) []Finding {
@@ -57,12 +54,12 @@ func TestMissingSysctlBlamesItsPath(t *testing.T) {
 		id   string
 		want string
 	}{
-		{"corpus procfs", func(t *testing.T) *host.Facts { return corpus(t, "procfs") },
+		{"corpus procfs", hosttest.CorpusOf("procfs"),
 			"congestion-control", "cannot read net.ipv4.tcp_congestion_control (/proc/sys/net: no such file or directory)"},
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"default-qdisc-fifo", "cannot read net.core.default_qdisc (/proc/sys/net/core: no such file or directory)"},
 		{"generated: ipv4 lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/ipv4"} })
+			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/ipv4"} })
 		}, "tcp-fastopen-server-off", "cannot read net.ipv4.tcp_fastopen (/proc/sys/net/ipv4: no such file or directory)"},
 	}
 	for _, tt := range tests {
@@ -92,24 +89,15 @@ func (e failingEthtool) Ethtool(iface string) (*host.Ethtool, error) {
 // data says so in a not-checked row, on real trees and on generated hosts
 // with one file taken away, and is never counted as passed.
 func TestCheckWithoutDataIsNotChecked(t *testing.T) {
-	procfs := func(t *testing.T) *host.Facts { return corpus(t, "procfs") }
-	nodeExporter := func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }
+	procfs := hosttest.CorpusOf("procfs")
+	nodeExporter := hosttest.CorpusOf("node_exporter")
 	without := func(s *hostgen.Spec, paths ...string) func(t *testing.T) *host.Facts {
 		return func(t *testing.T) *host.Facts {
-			return generated(t, s, func(s *hostgen.Spec) { s.Remove = paths })
+			return s.Edited(t, func(s *hostgen.Spec) { s.Remove = paths })
 		}
 	}
 	ethtoolFails := func(t *testing.T) *host.Facts {
-		src, err := hostgen.DualI40E().Source()
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Ethtool = failingEthtool{src.Ethtool}
-		f, err := host.Gather(context.Background(), src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
+		return hostgen.DualI40E().Rewired(t, func(src *host.Source) { src.Ethtool = failingEthtool{src.Ethtool} })
 	}
 	tests := []struct {
 		name string
@@ -152,9 +140,4 @@ func TestCheckWithoutDataIsNotChecked(t *testing.T) {
 			}
 		})
 	}
-}
-
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	return s.Edited(t, edit)
 }

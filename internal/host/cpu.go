@@ -80,14 +80,10 @@ func (rd *fileReader) cpus() {
 		if n, ok := rd.intAt(cdir, "topology/physical_package_id", sysCPU+"/cpu*/topology/physical_package_id"); ok {
 			c.Package = n
 		}
-		if l, ok := rd.cpuListAt(cdir, "topology/thread_siblings_list", sysCPU+"/cpu*/topology/thread_siblings_list"); ok {
+		// An online CPU always has its siblings list: without it, SMT is
+		// unknown here.
+		if l, ok := rd.cpuListAt(cdir, "topology/thread_siblings_list", sysCPU+"/cpu*/topology/thread_siblings_list", c.Online); ok {
 			c.Siblings = l
-		} else if c.Online {
-			// An online CPU always has its siblings list: without it, SMT
-			// is unknown here.
-			if _, err := rd.r.readAt(cdir, "topology/thread_siblings_list"); isNotExist(err) {
-				rd.failGroup(sysCPU+"/cpu*/topology/thread_siblings_list", err)
-			}
 		}
 		if n, ok := nodeOf[id]; ok {
 			c.Node = n
@@ -111,15 +107,20 @@ func (rd *fileReader) cpus() {
 	}
 }
 
+const sysNode = "/sys/devices/system/node"
+
 // numa reads /sys/devices/system/node/nodeN/cpulist into f.NUMA and returns
 // the node of each CPU. Kernels without NUMA have no node directory; then
-// every CPU's node stays -1 (unknown) and NUMA is empty.
+// every CPU's node stays -1 (unknown) and NUMA is empty. Whether the kernel
+// has NUMA is known only later, from its config: a missing directory is
+// kept in noNodes for kernelSupport to judge.
 func (rd *fileReader) numa() map[int]int {
-	const sysNode = "/sys/devices/system/node"
 	nodeOf := map[int]int{}
 	dir, ents, err := rd.r.readDirResolved(sysNode)
 	if err != nil {
-		if !isNotExist(err) {
+		if isNotExist(err) {
+			rd.noNodes = err
+		} else {
 			rd.fail(sysNode, err)
 		}
 		return nodeOf
@@ -129,13 +130,10 @@ func (rd *fileReader) numa() map[int]int {
 		if !ok || !e.IsDir() {
 			continue
 		}
-		cpus, ok := rd.cpuListAt(path.Join(dir, e.Name()), "cpulist", sysNode+"/node*/cpulist")
+		// Every node lists its CPUs: a node without the list is a tree
+		// that lost it, and the node's CPUs are unknown.
+		cpus, ok := rd.cpuListAt(path.Join(dir, e.Name()), "cpulist", sysNode+"/node*/cpulist", true)
 		if !ok {
-			// Every node lists its CPUs: a node without the list is a
-			// tree that lost it, and the node's CPUs are unknown.
-			if _, err := rd.r.readAt(path.Join(dir, e.Name()), "cpulist"); isNotExist(err) {
-				rd.failGroup(sysNode+"/node*/cpulist", err)
-			}
 			continue
 		}
 		rd.f.NUMA = append(rd.f.NUMA, NUMANode{ID: id, CPUs: cpus})

@@ -6,6 +6,7 @@
 package host
 
 import (
+	"strings"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/sockets"
@@ -393,6 +394,21 @@ func (f *Facts) ErrorFor(source string) string {
 	for _, e := range f.Errors {
 		if e.Source == source {
 			return e.Err
+		}
+	}
+	return ""
+}
+
+// ErrorAt returns the recorded read error on host path p or a directory
+// above it (a walk's "DIR/**" counts as DIR), as "SOURCE: ERROR", or "".
+func (f *Facts) ErrorAt(p string) string {
+	for _, e := range f.Errors {
+		src := e.Source
+		if dir, ok := strings.CutSuffix(src, "/**"); ok {
+			src = dir
+		}
+		if p == src || strings.HasPrefix(p, src+"/") {
+			return e.Source + ": " + e.Err
 		}
 	}
 	return ""

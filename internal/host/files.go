@@ -24,6 +24,8 @@ type fileReader struct {
 	groups     map[string]*errGroup
 	groupOrder []string
 	online     []int
+	// noNodes is why /sys/devices/system/node is missing, when it is.
+	noNodes error
 	// mods is what /lib/modules and /proc/modules say is loadable.
 	mods moduleIndex
 	// openNetns stands in for nsthread.Current in tests.
@@ -241,10 +243,15 @@ func (rd *fileReader) intAt(dir, name, pattern string, quiet ...syscall.Errno) (
 	return n, true
 }
 
-// cpuListAt reads a CPU-list file.
-func (rd *fileReader) cpuListAt(dir, name, pattern string) ([]int, bool) {
-	b, ok := rd.readItemAt(dir, name, pattern)
-	if !ok {
+// cpuListAt reads a CPU-list file. A missing one is silent unless need
+// says every such directory has it: then its absence is a tree that lost
+// it, recorded like any other failure.
+func (rd *fileReader) cpuListAt(dir, name, pattern string, need bool) ([]int, bool) {
+	b, err := rd.r.readAt(dir, name)
+	if err != nil {
+		if need || !isNotExist(err) {
+			rd.failGroup(pattern, err)
+		}
 		return nil, false
 	}
 	l, err := ParseCPUList(string(b))

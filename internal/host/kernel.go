@@ -110,12 +110,10 @@ func (rd *fileReader) kernelSupport() {
 		k.CongestionAvailable = strings.Fields(s)
 	}
 	rd.kernelConfig()
-	if k.Config["CONFIG_NUMA"] == "y" && len(rd.f.NUMA) == 0 && rd.f.ErrorFor("/sys/devices/system/node") == "" {
+	if k.Config["CONFIG_NUMA"] == "y" && rd.noNodes != nil {
 		// A NUMA kernel always lists its nodes: a tree without them lost
 		// them, and which CPUs share a node is unknown.
-		if _, err := rd.r.Stat("/sys/devices/system/node"); err != nil {
-			rd.fail("/sys/devices/system/node", err)
-		}
+		rd.fail(sysNode, rd.noNodes)
 	}
 	rd.modules()
 	k.CongestionModules = rd.congestionModules()

@@ -178,7 +178,7 @@ func (rd *fileReader) pciFacts(pci string) (node int, local []int, msi []int) {
 	if n, ok := rd.intAt(pci, "numa_node", pat+"numa_node"); ok {
 		node = n
 	}
-	if l, ok := rd.cpuListAt(pci, "local_cpulist", pat+"local_cpulist"); ok {
+	if l, ok := rd.cpuListAt(pci, "local_cpulist", pat+"local_cpulist", false); ok {
 		local = l
 	}
 	if ents, err := rd.r.ReadDir(pci + "/msi_irqs"); err == nil {

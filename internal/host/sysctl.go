@@ -59,21 +59,9 @@ var netSysctlDirs = []string{"core", "ipv4"}
 // SysctlError returns the recorded read error that explains why sysctl
 // name is not in f, as "SOURCE: ERROR", or "" when nothing kept it from
 // being read (the kernel does not have it). Only an error on the sysctl's
-// own path or a directory above it counts: a kernel/osrelease that could
-// not be read says nothing about net.core.somaxconn.
-func SysctlError(f *Facts, name string) string {
-	p := SysctlPath(name)
-	for _, e := range f.Errors {
-		src := e.Source
-		if dir, ok := strings.CutSuffix(src, "/**"); ok {
-			src = dir
-		}
-		if p == src || strings.HasPrefix(p, src+"/") {
-			return e.Source + ": " + e.Err
-		}
-	}
-	return ""
-}
+// own path or a directory above it counts (ErrorAt): a kernel/osrelease
+// that could not be read says nothing about net.core.somaxconn.
+func SysctlError(f *Facts, name string) string { return f.ErrorAt(SysctlPath(name)) }
 
 // walkSysctls reads every readable file below dir. Write-only entries (route
 // flush), entries whose read fails by design (EIO, EINVAL) and secrets are

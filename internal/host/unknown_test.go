@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,17 +43,17 @@ func TestCPUOnlineRule(t *testing.T) {
 	}{
 		// procfs's tree has no online list, an offline list "2", an
 		// online file for cpu0 only, and an empty cpu2.
-		{"corpus procfs", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, []int{0, 1}},
+		{"corpus procfs", hosttest.CorpusOf("procfs"), []int{0, 1}},
 		// node_exporter's has the online list "0-3" and no online files.
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") }, []int{0, 1, 2, 3}},
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"), []int{0, 1, 2, 3}},
 		{"generated: offline list", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/sys/devices/system/cpu/online"}
 				s.Files = map[string]string{"/sys/devices/system/cpu/offline": "3,5\n"}
 			})
 		}, []int{0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
 		{"generated: online files only", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/sys/devices/system/cpu/online", "/sys/devices/system/cpu/offline", "/sys/devices/system/cpu/cpu7/online"}
 				s.Files = map[string]string{"/sys/devices/system/cpu/cpu5/online": "0\n"}
 			})
@@ -83,20 +82,20 @@ func TestMissingSysctlNamesItsPath(t *testing.T) {
 		osrelease string
 	}{
 		// procfs's tree has no /proc/sys/net at all.
-		{"corpus procfs", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") },
+		{"corpus procfs", hosttest.CorpusOf("procfs"),
 			"net.core.somaxconn", "/proc/sys/net: no such file or directory", "no such file or directory"},
 		// node_exporter's has /proc/sys/net/netfilter and nothing else.
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"net.core.somaxconn", "/proc/sys/net/core: no such file or directory", "no such file or directory"},
-		{"corpus node_exporter ipv4", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+		{"corpus node_exporter ipv4", hosttest.CorpusOf("node_exporter"),
 			"net.ipv4.tcp_congestion_control", "/proc/sys/net/ipv4: no such file or directory", "no such file or directory"},
 		{"generated: core lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
 		}, "net.core.somaxconn", "/proc/sys/net/core: no such file or directory", ""},
 		// No osrelease, the rest intact: a sysctl the kernel lacks is
 		// nobody's read error.
 		{"generated: osrelease lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
+			return hostgen.CentOS7().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/proc/sys/kernel/osrelease", "/proc/sys/net/ipv4/tcp_fastopen"}
 			})
 		}, "net.ipv4.tcp_fastopen", "", "no such file or directory"},
@@ -122,19 +121,8 @@ func TestMissingSysctlNamesItsPath(t *testing.T) {
 // on a tree that has none.
 func fromSysfs(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
 	t.Helper()
-	if edit != nil {
-		edit(s)
-	}
-	src, err := s.Source()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.Netlink, src.Ethtool = nil, nil
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	edit(s)
+	return s.Rewired(t, func(src *host.Source) { src.Netlink, src.Ethtool = nil, nil })
 }
 
 // pciDev is CentOS7's eth0 in sysfs.
@@ -155,7 +143,7 @@ func TestHardwareFacts(t *testing.T) {
 	}{
 		// node_exporter's tree: bonding_masters beside the interfaces, and
 		// eth0 a PCI function with no driver or subsystem link.
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			[]string{"bond0", "dmz", "eth0", "int"}, nic{"eth0", "pci", "0000:03:00.0", "", true}},
 		{"generated: no driver link", func(t *testing.T) *host.Facts {
 			return fromSysfs(t, hostgen.CentOS7(), func(s *hostgen.Spec) {
@@ -206,10 +194,10 @@ func TestBlockQueueUnknown(t *testing.T) {
 		want queue
 	}{
 		// procfs's md0 has no queue directory; its sda has one.
-		{"corpus procfs md0", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "md0", queue{"", -1, -1, false}},
-		{"corpus procfs sda", func(t *testing.T) *host.Facts { return hosttest.Corpus(t, "procfs") }, "sda", queue{"bfq", 1, 64, true}},
+		{"corpus procfs md0", hosttest.CorpusOf("procfs"), "md0", queue{"", -1, -1, false}},
+		{"corpus procfs sda", hosttest.CorpusOf("procfs"), "sda", queue{"bfq", 1, 64, true}},
 		{"generated", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) {
+			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) {
 				const q = "/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/"
 				s.Remove = []string{q + "nr_requests", q + "rq_affinity", q + "scheduler"}
 			})
@@ -230,9 +218,4 @@ func TestBlockQueueUnknown(t *testing.T) {
 			t.Fatalf("no block device %s", tt.dev)
 		})
 	}
-}
-
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	return s.Edited(t, edit)
 }

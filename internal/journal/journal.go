@@ -331,8 +331,13 @@ const tempInfix = ".new-"
 // removeStaleTemps removes the temporary files of creates that died before
 // linking theirs (a live one holds its lock, and is left alone).
 func removeStaleTemps(path string) {
-	stale, _ := filepath.Glob(globEscape(path) + tempInfix + "*")
-	for _, p := range stale {
+	dir, prefix := filepath.Dir(path), filepath.Base(path)+tempInfix
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
 		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
@@ -342,18 +347,6 @@ func removeStaleTemps(path string) {
 		}
 		f.Close()
 	}
-}
-
-// globEscape quotes the characters filepath.Match treats specially.
-func globEscape(p string) string {
-	var b strings.Builder
-	for _, c := range p {
-		if strings.ContainsRune(`*?[\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // mkdirPrivate creates dir and its missing parents 0700. lowlat's own state

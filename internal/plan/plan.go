@@ -621,12 +621,10 @@ func sysfsRow(f *host.Facts, s profile.Setting) Change {
 	if !ok {
 		c.Current = "-"
 		p := "/sys/" + s.Name
-		for _, e := range f.Errors {
-			if p == e.Source || strings.HasPrefix(p, e.Source+"/") {
-				c.Current = Unknown
-				c.unsupported(fmt.Sprintf("%s could not be read (%s: %s)", p, e.Source, e.Err))
-				return c
-			}
+		if e := f.ErrorAt(p); e != "" {
+			c.Current = Unknown
+			c.unsupported(fmt.Sprintf("%s could not be read (%s)", p, e))
+			return c
 		}
 		c.unsupported(fmt.Sprintf("%s does not exist on this host", p))
 		return c

@@ -30,7 +30,7 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 	why := ""
 	switch {
 	case so == nil:
-		entry.Current = "?"
+		entry.Current = Unknown
 		entry.decide(false)
 		entry.Note = "sock_ops support is probed on the host itself, not from captured facts"
 	case so.Unsupported != "":
@@ -84,7 +84,7 @@ func socketRows(f *host.Facts, s profile.Setting) []Change {
 		open.Current = "-"
 		open.unsupported("open connections: this kernel has no pidfd_getfd (5.6); new connections get the option")
 	case sel.Outbound():
-		open.Current = "?"
+		open.Current = Unknown
 		open.decide(false)
 		open.Note = "its processes' open connections are found, read, journaled and set at apply"
 	case est == 0:

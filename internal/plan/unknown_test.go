@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -15,8 +14,6 @@ import (
 // real trees and on generated hosts with a file taken away: a value that
 // could not be read is shown as unknown, with the source that failed, and a
 // change is planned from it only where the knob does not need it.
-
-func corpus(t *testing.T, name string) *host.Facts { return hosttest.Corpus(t, name) }
 
 // rowOf returns the plan's row for knob, failing the test without one.
 func rowOf(t *testing.T, p *Plan, knob string) Change {
@@ -58,15 +55,15 @@ func TestMissingSysctlRow(t *testing.T) {
 		current   string
 		want, not string
 	}{
-		{"corpus procfs", func(t *testing.T) *host.Facts { return corpus(t, "procfs") },
+		{"corpus procfs", hosttest.CorpusOf("procfs"),
 			"sysctl/net.core.somaxconn", "?", "could not be read (/proc/sys/net: no such file or directory)", "osrelease"},
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"sysctl/net.ipv4.tcp_fastopen", "?", "could not be read (/proc/sys/net/ipv4: no such file or directory)", "osrelease"},
 		{"generated: core lost", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.Epyc25G(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
+			return hostgen.Epyc25G().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/sys/net/core"} })
 		}, "sysctl/net.core.somaxconn", "?", "could not be read (/proc/sys/net/core: no such file or directory)", "osrelease"},
 		{"generated: osrelease lost, tcp_fastopen absent", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.Epyc25G(), func(s *hostgen.Spec) {
+			return hostgen.Epyc25G().Edited(t, func(s *hostgen.Spec) {
 				s.Remove = []string{"/proc/sys/kernel/osrelease", "/proc/sys/net/ipv4/tcp_fastopen"}
 			})
 		}, "sysctl/net.ipv4.tcp_fastopen", "-", "net.ipv4.tcp_fastopen does not exist on kernel unknown", "osrelease"},
@@ -91,10 +88,10 @@ func TestHardwareRows(t *testing.T) {
 		iface     string
 		want, not string
 	}{
-		{"corpus node_exporter", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") },
+		{"corpus node_exporter", hosttest.CorpusOf("node_exporter"),
 			"eth0", "eth0 has no queue interrupts in /proc/interrupts", "virtual"},
 		{"generated: no /proc/interrupts", func(t *testing.T) *host.Facts {
-			return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/interrupts"} })
+			return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/interrupts"} })
 		}, "eth0", "eth0's queue interrupts are unknown: /proc/interrupts could not be read (no such file or directory)", "has no queue interrupts"},
 	}
 	for _, tt := range tests {
@@ -116,30 +113,15 @@ func (failingNetlink) Qdiscs() ([]host.LinkQdisc, error) {
 	return nil, errors.New("dump qdiscs: operation not permitted")
 }
 
-// generatedWith gathers a generated host whose netlink goes through wrap.
-func generatedWith(t *testing.T, s *hostgen.Spec, wrap func(host.Netlink) host.Netlink) *host.Facts {
-	t.Helper()
-	src, err := s.Source()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.Netlink = wrap(src.Netlink)
-	f, err := host.Gather(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // TestUnknownCurrentValues: where the facts could not read a value, plan
 // shows it as unknown ("?"), says which source failed, and plans a change
 // from it only where the knob does not need it.
 func TestUnknownCurrentValues(t *testing.T) {
 	qdiscsFail := func(t *testing.T) *host.Facts {
-		return generatedWith(t, hostgen.DualI40E(), func(nl host.Netlink) host.Netlink { return failingNetlink{nl} })
+		return hostgen.DualI40E().Rewired(t, func(src *host.Source) { src.Netlink = failingNetlink{src.Netlink} })
 	}
 	nvmeQueue := func(t *testing.T) *host.Facts {
-		return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) {
+		return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) {
 			s.Remove = []string{"/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/nr_requests",
 				"/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/nvme/nvme0/nvme0n1/queue/rq_affinity"}
 		})
@@ -159,10 +141,10 @@ func TestUnknownCurrentValues(t *testing.T) {
 				s.Remove = append(s.Remove, "/proc/"+n)
 			}
 		}
-		return generated(t, s, nil)
+		return s.Edited(t, nil)
 	}
 	noIRQDirs := func(t *testing.T) *host.Facts {
-		return generated(t, hostgen.DualI40E(), func(s *hostgen.Spec) { s.Remove = []string{"/proc/irq"} })
+		return hostgen.DualI40E().Edited(t, func(s *hostgen.Spec) { s.Remove = []string{"/proc/irq"} })
 	}
 	tests := []struct {
 		name    string
@@ -176,19 +158,19 @@ func TestUnknownCurrentValues(t *testing.T) {
 	}{
 		// The root qdisc: the knob needs it (another tool's tree is left
 		// alone), so no change is planned from an unknown one.
-		{"corpus procfs: root qdisc", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "game-udp", "eth0",
+		{"corpus procfs: root qdisc", hosttest.CorpusOf("procfs"), "game-udp", "eth0",
 			"qdisc/eth0/root", "?", Skip, "the qdiscs of eth0 could not be read (netlink:qdiscs: no netlink reader)"},
-		{"corpus node_exporter: root qdisc", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }, "capped-uplink", "eth0",
+		{"corpus node_exporter: root qdisc", hosttest.CorpusOf("node_exporter"), "capped-uplink", "eth0",
 			"qdisc/eth0/root", "?", Skip, "the qdiscs of eth0 could not be read (netlink:qdiscs: no netlink reader)"},
 		{"generated: root qdisc", qdiscsFail, "game-udp", "eth0",
 			"qdisc/eth0/root", "?", Skip, "(netlink:qdiscs: dump qdiscs: operation not permitted)"},
 		{"generated: ingress qdisc", qdiscsFail, "capped-uplink", "eth0",
 			"qdisc/eth0/ingress", "?", Skip, "(netlink:qdiscs: dump qdiscs: operation not permitted)"},
-		{"corpus procfs: routes", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "live-edge", "eth0",
+		{"corpus procfs: routes", hosttest.CorpusOf("procfs"), "live-edge", "eth0",
 			"route/*/initcwnd", "?", Skip, "the routes could not be read (netlink:routes: no netlink reader)"},
-		{"corpus procfs: THP", func(t *testing.T) *host.Facts { return corpus(t, "procfs") }, "game-udp", "eth0",
+		{"corpus procfs: THP", hosttest.CorpusOf("procfs"), "game-udp", "eth0",
 			"sysfs/kernel/mm/transparent_hugepage/enabled", "?", Skip, "could not be read (/sys/kernel/mm: no such file or directory)"},
-		{"corpus node_exporter: ethtool", func(t *testing.T) *host.Facts { return corpus(t, "node_exporter") }, "game-udp", "eth0",
+		{"corpus node_exporter: ethtool", hosttest.CorpusOf("node_exporter"), "game-udp", "eth0",
 			"ethtool/eth0/feature/lro", "?", Skip, "the ethtool settings of eth0 could not be read (no ethtool reader)"},
 		// A block queue file that is missing is unknown, not 0:
 		// nr_requests needs the current depth (its limit), rq_affinity
@@ -211,9 +193,4 @@ func TestUnknownCurrentValues(t *testing.T) {
 			}
 		})
 	}
-}
-
-// generated gathers a generated host after edit changed its spec.
-func generated(t *testing.T, s *hostgen.Spec, edit func(*hostgen.Spec)) *host.Facts {
-	return s.Edited(t, edit)
 }

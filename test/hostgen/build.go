@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -42,10 +43,16 @@ func (s *Spec) WriteTree(dir string) error {
 // Facts generates the host and gathers it, the way lowlat would read the same
 // host captured with --root. The tree stays in memory (host.MemTree), so a
 // 256-CPU host costs no disk writes.
-func (s *Spec) Facts() (*host.Facts, error) {
+func (s *Spec) Facts() (*host.Facts, error) { return s.facts(nil) }
+
+// facts is Facts with the gather source changed by rewire (when not nil).
+func (s *Spec) facts(rewire func(*host.Source)) (*host.Facts, error) {
 	src, err := s.Source()
 	if err != nil {
 		return nil, err
+	}
+	if rewire != nil {
+		rewire(&src)
 	}
 	f, err := host.Gather(context.Background(), src)
 	if err != nil {
@@ -63,7 +70,15 @@ func (s *Spec) Edited(t testing.TB, edit func(*Spec)) *host.Facts {
 	if edit != nil {
 		edit(s)
 	}
-	f, err := s.Facts()
+	return s.Rewired(t, nil)
+}
+
+// Rewired gathers the host after rewire (when not nil) changed its gather
+// source, and fails the test when it cannot: for tests whose netlink or
+// ethtool fails, or is not there at all.
+func (s *Spec) Rewired(t testing.TB, rewire func(*host.Source)) *host.Facts {
+	t.Helper()
+	f, err := s.facts(rewire)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,23 +256,11 @@ func (s *Spec) build() (*gen, error) {
 
 // edit applies a Spec's Remove and Files to the generated tree.
 func (t *tree) edit(remove []string, files map[string]string) {
-	under := func(p, top string) bool { return p == top || strings.HasPrefix(p, top+"/") }
 	for _, top := range remove {
-		for p := range t.files {
-			if under(p, top) {
-				delete(t.files, p)
-			}
-		}
-		for p := range t.links {
-			if under(p, top) {
-				delete(t.links, p)
-			}
-		}
-		for p := range t.dirs {
-			if under(p, top) {
-				delete(t.dirs, p)
-			}
-		}
+		under := func(p string) bool { return p == top || strings.HasPrefix(p, top+"/") }
+		maps.DeleteFunc(t.files, func(p string, _ []byte) bool { return under(p) })
+		maps.DeleteFunc(t.links, func(p, _ string) bool { return under(p) })
+		maps.DeleteFunc(t.dirs, func(p string, _ bool) bool { return under(p) })
 	}
 	for p, b := range files {
 		t.files[p] = []byte(b)

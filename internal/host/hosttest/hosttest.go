@@ -99,3 +99,9 @@ func Corpus(t testing.TB, name string) *host.Facts {
 	t.Helper()
 	return gather(t, CorpusDir(name))
 }
+
+// CorpusOf is Corpus of the named tree as a function of the test, for test
+// tables.
+func CorpusOf(name string) func(t *testing.T) *host.Facts {
+	return func(t *testing.T) *host.Facts { return Corpus(t, name) }
+}
