@@ -36,16 +36,6 @@ value = "1"
 why = "every packet dies at the first router"
 `
 
-// hostOnly skips a test in the stock-kernel VM: one that depends on no
-// qdisc or kernel feature the VM is there for, and whose timing would only
-// add emulated minutes to the suite.
-func hostOnly(t *testing.T) {
-	t.Helper()
-	if os.Getenv("LOWLAT_IN_VM") != "" {
-		t.Skip("runs on the host: it changes one sysctl and depends on nothing the VM's kernel adds")
-	}
-}
-
 func writeProfile(t *testing.T, text string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "profile.toml")
@@ -148,7 +138,7 @@ func (w *world) waitApplied(t *testing.T, limit time.Duration) *journal.Txn {
 // noise, and the blocks with no reply were dropped) and the tcp and crr
 // runs never saw their failed requests.
 func TestIntegrationGateReflectorDies(t *testing.T) {
-	hostOnly(t)
+	testnet.HostOnly(t, "it changes one sysctl and depends on nothing the VM's kernel adds")
 	tests := []struct {
 		kind, probe string
 		killAfter   time.Duration // into the after-run
@@ -231,7 +221,7 @@ func TestIntegrationGateReflectorDies(t *testing.T) {
 // the namespace byte-identical. On main a probe that failed after the
 // change was a gate failure, exit 1.
 func TestIntegrationGateBlackhole(t *testing.T) {
-	hostOnly(t)
+	testnet.HostOnly(t, "it changes one sysctl and depends on nothing the VM's kernel adds")
 	w := newGateWorld(t, false)
 	before := w.snapshot()
 	r := w.run(nil, "apply", "--yes", "--profile", writeProfile(t, blackholeProfile), "--settle", "0s",

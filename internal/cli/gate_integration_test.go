@@ -303,7 +303,7 @@ func TestIntegrationGateKilled(t *testing.T) {
 // TestIntegrationGateBadInput: each bad input is one line, the right exit
 // code, and nothing measured against or changed.
 func TestIntegrationGateBadInput(t *testing.T) {
-	hostOnly(t) // nothing is changed: no kernel to test but the host's
+	testnet.HostOnly(t, "nothing is changed: no kernel to test but the host's")
 	w := newGateWorld(t, false)
 	before := w.snapshot()
 	base := []string{"apply", "--yes", "--profile", "capped-uplink", "--set", "rate=10mbit"}

@@ -277,9 +277,23 @@ func TestIntegrationKill9AtEveryPoint(t *testing.T) {
 	if after := w.snapshot(); after != before {
 		t.Fatalf("plain rollback not clean:\n%s", testnet.DiffLines(before, after))
 	}
+	// On the host every kill point is recovered both ways. In the VM, which
+	// is here for the kernel's side (its qdiscs restored exactly at every
+	// point), each point is recovered once, the two ways taking turns: the
+	// recovery itself is the same code on both kernels, and each of its
+	// passes costs seconds of emulated CPU.
+	recoveries := func(i int, stage string) []string {
+		if os.Getenv("LOWLAT_IN_VM") == "" {
+			return []string{"rollback", "status"}
+		}
+		if (i%2 == 0) == (stage == "intent") {
+			return []string{"rollback"}
+		}
+		return []string{"status"}
+	}
 	for i := 1; i <= n; i++ {
 		for _, stage := range []string{"intent", "write"} {
-			for _, recover := range []string{"rollback", "status"} {
+			for _, recover := range recoveries(i, stage) {
 				point := fmt.Sprintf("%s:%d", stage, i)
 				r := w.run([]string{"LOWLAT_TEST_CRASH=" + point}, args...)
 				if !r.killed {
@@ -413,6 +427,7 @@ func waitFor(d time.Duration, ok func() bool) bool {
 // TestIntegrationBadInput: each bad input gives one clear line naming the
 // thing and leaves the namespace exactly as it was.
 func TestIntegrationBadInput(t *testing.T) {
+	testnet.HostOnly(t, "bad input is refused before the kernel is asked, or by a sysctl write both kernels refuse alike")
 	w := newWorld(t)
 	before := w.snapshot()
 	badProfile := filepath.Join(t.TempDir(), "bad.toml")

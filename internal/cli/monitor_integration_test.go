@@ -587,6 +587,7 @@ func TestIntegrationMonitorPrometheusFleet(t *testing.T) {
 // address the replies come back. Its threads, descriptors and memory do
 // not grow across the outage.
 func TestIntegrationMonitorTargetDies(t *testing.T) {
+	testnet.HostOnly(t, "no qdisc; on the VM's slow emulated CPU only its timing changes")
 	w := newMonitorWorld(t)
 	refl := w.reflector()
 	mon, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"dies\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\ntimeout = \"500ms\"\n[[target]]\nname = \"dies-tcp\"\nkind = \"tcp\"\naddress = %[1]q\ninterval = \"20ms\"\ntimeout = \"500ms\"\n", monServer+":7431"))

@@ -276,6 +276,7 @@ func TestIntegrationSocketsFixKilled(t *testing.T) {
 // TestIntegrationSocketsFixBadInput: each refusal is one line, and nothing
 // is attached or journaled.
 func TestIntegrationSocketsFixBadInput(t *testing.T) {
+	testnet.HostOnly(t, "each refusal comes before anything is loaded into the kernel")
 	w := newSockopsWorld(t)
 	bin, _ := lowlatBin()
 	fix := func(extra ...string) []string {

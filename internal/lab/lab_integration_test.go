@@ -52,9 +52,7 @@ func needRoot(t *testing.T) {
 
 func hostOnly(t *testing.T) {
 	t.Helper()
-	if inVM() {
-		t.Skip("a host-kernel test; the VM run covers the scenarios that need netem and fq_codel")
-	}
+	testnet.HostOnly(t, "a host-kernel test; the VM run covers the scenarios that need netem and fq_codel")
 }
 
 func testID(t *testing.T) string {

@@ -418,7 +418,7 @@ func hopTable(r *Result) string {
 // rate-limited, medians are stable across runs, and lowlat agrees with mtr
 // run beside it on the same path.
 func TestIntegrationPathLab(t *testing.T) {
-	hostOnly(t)
+	pathHostOnly(t)
 	l := newPathLab(t)
 	const count = 40
 	interval := 100 * time.Millisecond
@@ -597,16 +597,16 @@ func TestIntegrationPathECMP(t *testing.T) {
 // path-hops scenario runs there on the same topology, through the same
 // prober (beside mtr, with the queue's delay checked): the suite's VM stage
 // is its longest.
-func hostOnly(t *testing.T) {
+// pathHostOnly: the VM's run of these paths is internal/lab's
+// TestIntegrationPathHops, with netem.
+func pathHostOnly(t *testing.T) {
 	t.Helper()
-	if os.Getenv("LOWLAT_IN_VM") != "" {
-		t.Skip("host-kernel test: in the VM, internal/lab's TestIntegrationPathHops runs this path with netem")
-	}
+	testnet.HostOnly(t, "in the VM, internal/lab's TestIntegrationPathHops runs this path with netem")
 }
 
 // IPv6: the same hops, the same verdict.
 func TestIntegrationPathIPv6(t *testing.T) {
-	hostOnly(t)
+	pathHostOnly(t)
 	l := newPathLab(t)
 	if !l.netem {
 		l.bulk(t, 15*time.Second)
@@ -650,7 +650,7 @@ func TestIntegrationPathIPv6(t *testing.T) {
 
 // ICMP echo and TCP SYN find the same hops and the same verdict.
 func TestIntegrationPathProtocols(t *testing.T) {
-	hostOnly(t)
+	pathHostOnly(t)
 	l := newPathLab(t)
 	if !l.netem {
 		l.bulk(t, 30*time.Second)
@@ -699,7 +699,7 @@ func TestIntegrationPathProtocols(t *testing.T) {
 // Bad input and dead ends: one clear error, or the hops up to the last that
 // answered; every wait bounded.
 func TestIntegrationPathBadInput(t *testing.T) {
-	hostOnly(t)
+	pathHostOnly(t)
 	l := newPathLab(t)
 	// Unreachable: r4 drops everything for the server without a word (a
 	// blackhole route, looked up before the TTL runs out, so r4 does not

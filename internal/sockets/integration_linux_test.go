@@ -230,6 +230,7 @@ func TestIntegrationExitedProcess(t *testing.T) {
 // opening and closing connections while the audit runs. Every row is either
 // complete or says what happened; nothing crashes.
 func TestIntegrationChurnAndThousands(t *testing.T) {
+	testnet.HostOnly(t, "sock_diag and /proc, which both kernels have; thousands of sockets only cost emulated time")
 	ns := testnet.New(t)
 	const conns = 2000
 	var ln net.Listener
