@@ -30,8 +30,8 @@ type daemon struct {
 
 func startDaemon(t *testing.T, root, iface string, argv0, mode string) *daemon {
 	t.Helper()
-	cmd := testnet.StandIn(argv0, mode)
-	if err := cmd.Start(); err != nil {
+	cmd, err := testnet.StartStandIn(argv0, mode)
+	if err != nil {
 		t.Fatal(err)
 	}
 	d := &daemon{cmd: cmd, exited: make(chan struct{})}

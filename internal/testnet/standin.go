@@ -3,6 +3,8 @@
 package testnet
 
 import (
+	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,6 +30,28 @@ func StandIn(argv0, mode string) *exec.Cmd {
 	cmd.Args[0] = argv0
 	cmd.Env = append(os.Environ(), standInEnv+"="+mode)
 	return cmd
+}
+
+// StartStandIn starts a StandIn and returns once it is ready: its command
+// line and its SIGTERM disposition in place, as a real daemon's are by the
+// time it writes its pid file. Right after Start they may not be: between
+// a successful exec and the new program's argument pages, /proc/PID/cmdline
+// reads empty (on the VM's slow CPU a test once saw it so).
+func StartStandIn(argv0, mode string) (*exec.Cmd, error) {
+	cmd := StandIn(argv0, mode)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("stand-in %s: %q, %v before it was ready", argv0, line, err)
+	}
+	return cmd, nil
 }
 
 func standInMain(mode string) {

@@ -3,7 +3,6 @@
 package txn_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -81,16 +80,9 @@ func TestIntegrationAutorateStatusRollback(t *testing.T) {
 
 	// The stand-in daemon: its command line names autorate, it exits on
 	// SIGTERM (after the moment a real one takes to set the base rate).
-	cmd := testnet.StandIn("lowlat-autorate-test", "slow")
-	ready, err := cmd.StdoutPipe()
+	cmd, err := testnet.StartStandIn("lowlat-autorate-test", "slow")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := bufio.NewReader(ready).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("stand-in daemon: %q, %v", line, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
