@@ -29,7 +29,7 @@ type gateFlags struct {
 }
 
 func (g *gateFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&g.prove, "prove", "", "gate the change on a measurement: a probe as for 'lowlat probe' (`\"udp HOST:PORT [flags]\"`, or tcp, crr, load), run before and after; keep only if it is not worse (exit 4 when rolled back)")
+	f.StringVar(&g.prove, "prove", "", "gate the change on a measurement: a probe as for 'lowlat probe' (`\"udp HOST:PORT [flags]\"`, or tcp, crr, load; \"icmp HOST [flags]\" toward a host without a reflector), run before and after; keep only if it is not worse (exit 4 when rolled back)")
 	f.StringVar(&g.slo, "slo", "", "with --prove, what the change must achieve: `TERMS` like \"p99<=8ms,loss<=1%\" (metric OP value), judged beside 'not worse than the baseline' on p50, p99, loss and errors")
 	f.BoolVar(&g.sloOnly, "slo-only", false, "with --slo, judge by the SLO's terms alone, not also 'not worse' on p50, p99, loss and errors (for a change that trades one figure for another on purpose)")
 	f.DurationVar(&g.settle, "settle", 5*time.Second, "with --prove, wait this long after the change before measuring again")
@@ -124,6 +124,15 @@ type gateOutcome struct {
 	Result  *txn.Result `json:"result,omitempty"`
 	// Rollback is, when the gate rolled the change back, what that did.
 	Rollback *rollbackSummary `json:"rollback,omitempty"`
+	// Notes say what the probe's figures cannot tell.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// icmpNotes are what an ICMP gate's figures cannot tell: said wherever
+// they are shown.
+var icmpNotes = []string{
+	"ICMP loss has no direction: an echo request lost on the way out and its reply lost on the way back look the same (a reflector tells them apart: udp)",
+	"routers may answer ping at a low priority or at a limited rate: ICMP RTT and loss can read worse than the traffic's own, and a change in how the far end treats ICMP reads as a change",
 }
 
 // judge settles, measures after the change, decides, journals the evidence
@@ -163,6 +172,9 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 		v = gate.Decide(before, after, g.policy)
 	}
 	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes}
+	if g.m.kind == "icmp" {
+		out.Notes = icmpNotes
+	}
 	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason}
 	if after != nil {
 		ev.After = figures(after)
@@ -282,9 +294,12 @@ func renderGate(env *Env, o *gateOutcome) error {
 	return renderVerdict(env, o)
 }
 
-// renderVerdict prints the gate's decision and, when it rolled the change
-// back, what the rollback did.
+// renderVerdict prints what the figures cannot tell, the gate's decision
+// and, when it rolled the change back, what the rollback did.
 func renderVerdict(env *Env, o *gateOutcome) error {
+	for _, n := range o.Notes {
+		fmt.Fprintf(env.Stdout, "note: %s\n", n)
+	}
 	if o.Keep {
 		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Kept by the gate:", report.Good, env.TTY), o.Reason)
 	} else {

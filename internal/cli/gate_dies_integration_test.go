@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -238,4 +239,91 @@ func TestIntegrationGateBlackhole(t *testing.T) {
 	if after := w.snapshot(); after != before {
 		t.Fatalf("not byte-identical after the gate's rollback:\n%s", testnet.DiffLines(before, after))
 	}
+}
+
+// TestIntegrationGateICMP: --prove "icmp HOST" gates toward a host that
+// runs no reflector. A change the path does not notice is kept, and the
+// report says what ICMP cannot tell (loss without a direction, routers
+// that answer ping last). When the far end stops answering ping part-way
+// through the run after the change, the change is rolled back (exit 4) and
+// the namespace is byte-identical.
+func TestIntegrationGateICMP(t *testing.T) {
+	testnet.HostOnly(t, "it changes one sysctl and depends on nothing the VM's kernel adds")
+	probe := "icmp " + gateServer + " --interval 10ms --duration 2s"
+	t.Run("kept", func(t *testing.T) {
+		w := newGatePath(t, false)
+		before := w.snapshot()
+		r := w.run(nil, "apply", "--yes", "--json", "--profile", writeProfile(t, quietProfile), "--settle", "0s", "--prove", probe)
+		var g struct {
+			Gate struct {
+				Keep  bool     `json:"keep"`
+				Notes []string `json:"notes"`
+				Rows  []struct {
+					Metric string `json:"metric"`
+				} `json:"rows"`
+				Before struct {
+					Type string `json:"type"`
+					Sent int64  `json:"sent"`
+				} `json:"before"`
+			} `json:"gate"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &g); err != nil {
+			t.Fatalf("exit %d: %v\n%s%s", r.code, err, r.stdout, r.stderr)
+		}
+		if r.code != 0 || !g.Gate.Keep {
+			t.Fatalf("a change the path does not notice: exit %d, keep %v\n%s", r.code, g.Gate.Keep, r.stderr)
+		}
+		var metrics []string
+		for _, row := range g.Gate.Rows {
+			metrics = append(metrics, row.Metric)
+		}
+		for _, want := range []string{"p50", "p99", "loss"} {
+			if !slices.Contains(metrics, want) {
+				t.Errorf("rows %v lack %s", metrics, want)
+			}
+		}
+		if slices.Contains(metrics, "loss_up") || slices.Contains(metrics, "errors") {
+			t.Errorf("rows %v: ICMP has neither a direction of loss nor failed requests", metrics)
+		}
+		if g.Gate.Before.Type != "icmp" || g.Gate.Before.Sent < 150 {
+			t.Errorf("baseline %+v: want an icmp result of ~200 echoes", g.Gate.Before)
+		}
+		if len(g.Gate.Notes) != 2 || !strings.Contains(g.Gate.Notes[0], "no direction") || !strings.Contains(g.Gate.Notes[1], "low priority") {
+			t.Errorf("notes %q: want ICMP's two caveats", g.Gate.Notes)
+		}
+		w.mustRun("rollback")
+		if after := w.snapshot(); after != before {
+			t.Fatalf("not byte-identical after rollback:\n%s", testnet.DiffLines(before, after))
+		}
+	})
+	t.Run("far end stops answering", func(t *testing.T) {
+		w := newGatePath(t, false)
+		ignore := func(v string) {
+			t.Helper()
+			if err := w.server.Do(func() error {
+				return os.WriteFile("/proc/sys/net/ipv4/icmp_echo_ignore_all", []byte(v), 0)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := w.snapshot()
+		wait := w.startApply(t, "apply", "--yes", "--profile", writeProfile(t, quietProfile), "--settle", "0s", "--prove", probe)
+		w.waitApplied(t, 60*time.Second)
+		time.Sleep(time.Second)
+		ignore("1")
+		r := wait()
+		ignore("0")
+		t.Logf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		if r.code != cli.ExitGateRolledBack {
+			t.Fatalf("the far end stopped answering during the after-run: exit %d, want %d", r.code, cli.ExitGateRolledBack)
+		}
+		for _, want := range []string{"Gate (icmp ", "Rolled back by the gate: loss ", "note: ICMP loss has no direction", "Rollback: 1 knob(s) restored exactly"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("report lacks %q", want)
+			}
+		}
+		if after := w.snapshot(); after != before {
+			t.Fatalf("rolled back by the gate, but not byte-identical:\n%s", testnet.DiffLines(before, after))
+		}
+	})
 }

@@ -28,7 +28,7 @@ type measurement struct {
 }
 
 // measureKinds are the probe kinds a gate can measure with.
-var measureKinds = []string{"udp", "tcp", "crr", "load"}
+var measureKinds = []string{"udp", "tcp", "crr", "load", "icmp"}
 
 // parseMeasurement parses a --prove value. Every error is a usage error
 // naming the flag it came from.
@@ -41,13 +41,14 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 		return nil, usage(err)
 	}
 	if len(args) == 0 {
-		return nil, usage(fmt.Errorf("want a probe: %s HOST:PORT [probe flags]", strings.Join(measureKinds, "|")))
+		return nil, usage(fmt.Errorf("want a probe: %s HOST:PORT [probe flags], or icmp HOST [probe flags]", strings.Join(measureKinds[:len(measureKinds)-1], "|")))
 	}
 	m := &measurement{spec: spec, kind: args[0]}
 	fs := pflag.NewFlagSet("probe "+m.kind, pflag.ContinueOnError)
 	fs.SetOutput(discard{})
 	var out *outFlags
 	var build func(args []string) error
+	target := "HOST:PORT" // what the probe's one argument names
 	switch m.kind {
 	case "udp":
 		var o probeUDPOptions
@@ -93,6 +94,20 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 			m.config = cfg
 			return err
 		}
+	case "icmp":
+		// Toward a host that runs no reflector (a router, the provider's
+		// gateway), as runbook 003 watched its uplink with ping.
+		var o probeICMPOptions
+		o.register(fs)
+		out = &o.out
+		target = "HOST"
+		build = func(args []string) error {
+			cfg, err := o.config(args)
+			m.length = o.duration
+			m.run = func(ctx context.Context) (any, error) { return probe.ICMP(ctx, cfg) }
+			m.config = cfg
+			return err
+		}
 	default:
 		return nil, usage(fmt.Errorf("unknown probe %q (want %s)", m.kind, strings.Join(measureKinds, ", ")))
 	}
@@ -104,7 +119,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 	}
 	switch pos := fs.Args(); {
 	case len(pos) == 0:
-		return nil, usage(errors.New("missing HOST:PORT"))
+		return nil, usage(errors.New("missing " + target))
 	case len(pos) > 1:
 		return nil, usage(fmt.Errorf("unexpected argument %q", strings.Join(pos[1:], " ")))
 	}

@@ -43,9 +43,18 @@ func TestParseMeasurement(t *testing.T) {
 	if err != nil || m.kind != "load" || m.length != 10*time.Second || m.run == nil {
 		t.Fatalf("load: %+v, %v", m, err)
 	}
+	// icmp: toward a host that runs no reflector, with ping's own flags.
+	m, err = parseMeasurement(env, "--prove", "icmp 192.0.2.1 --interval 20ms --duration 3s --socket raw")
+	if err != nil || m.kind != "icmp" || m.length != 3*time.Second || m.run == nil {
+		t.Fatalf("icmp: %+v, %v", m, err)
+	}
+	if _, err := parseMeasurement(env, "--prove", "icmp"); err == nil || err.Error() != `--prove "icmp": missing HOST` {
+		t.Errorf("icmp without a host: %v", err)
+	}
 	for _, spec := range []string{
 		"", "ping 10.0.0.1:1", "udp", "udp a:1 b:2", "udp a:1 --interval", "udp a:1 --nosuch", "udp a:1 --json",
 		"udp a:1 -o x.json", "udp a:1 --interval 0s", "tcp a:1 --rate 0", "crr a:1 --parallel 0", "load a:1 --flows 0", "udp 'a:1",
+		"icmp", "icmp a b", "icmp a --socket packet", "icmp a --interval 0s", "icmp a --json", "icmp a --rate 5",
 	} {
 		_, err := parseMeasurement(env, "--prove", spec)
 		ee, ok := err.(*ExitError)

@@ -31,7 +31,11 @@ func newProbeICMPCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1, "HOST"),
 		RunE:  runWith(env, &o, runProbeICMP),
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func (o *probeICMPOptions) register(f *pflag.FlagSet) {
 	f.DurationVar(&o.interval, "interval", time.Second, "time between echo requests (at least 10ms)")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send")
 	f.IntVar(&o.size, "size", 56, "echo payload bytes (16..65499; ping's default is 56)")
@@ -39,7 +43,26 @@ func newProbeICMPCmd(env *Env) *cobra.Command {
 	f.DurationVar(&o.wait, "wait", 0, "wait for late replies after the last request (0: 3 × max RTT, 200ms..3s)")
 	f.StringVar(&o.socket, "socket", "auto", "auto (a datagram socket where net.ipv4.ping_group_range allows, else raw), dgram or raw")
 	registerICMPOut(f, &o.out)
-	return cmd
+}
+
+// config checks the flags and builds the probe's configuration.
+func (o *probeICMPOptions) config(args []string) (probe.ICMPConfig, error) {
+	d, err := parseDSCP("icmp", o.dscp)
+	if err != nil {
+		return probe.ICMPConfig{}, err
+	}
+	sock := o.socket
+	switch sock {
+	case "auto":
+		sock = ""
+	case "dgram", "raw":
+	default:
+		return probe.ICMPConfig{}, usageErr("icmp", fmt.Errorf("--socket %q: want auto, dgram or raw", o.socket))
+	}
+	if o.interval <= 0 {
+		return probe.ICMPConfig{}, usageErr("icmp", fmt.Errorf("interval %s: must be at least %s", o.interval, probe.MinWatchInterval))
+	}
+	return probe.ICMPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Socket: sock, Force: o.out.force}, nil
 }
 
 // registerICMPOut registers the output flags; ICMP has no key.
@@ -50,22 +73,10 @@ func registerICMPOut(f *pflag.FlagSet, of *outFlags) {
 }
 
 func runProbeICMP(ctx context.Context, env *Env, o *probeICMPOptions, args []string) error {
-	d, err := parseDSCP("icmp", o.dscp)
+	cfg, err := o.config(args)
 	if err != nil {
 		return err
 	}
-	sock := o.socket
-	switch sock {
-	case "auto":
-		sock = ""
-	case "dgram", "raw":
-	default:
-		return usageErr("icmp", fmt.Errorf("--socket %q: want auto, dgram or raw", o.socket))
-	}
-	if o.interval <= 0 {
-		return usageErr("icmp", fmt.Errorf("interval %s: must be at least %s", o.interval, probe.MinWatchInterval))
-	}
-	cfg := probe.ICMPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Socket: sock, Force: o.out.force}
 	stop := progress(env, "probe icmp", o.duration)
 	res, err := probe.ICMP(ctx, cfg)
 	stop()

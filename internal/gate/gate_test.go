@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -547,5 +548,51 @@ func TestTailHostNoise(t *testing.T) {
 		if row(v, "p50").Verdict != c.wantP50 || row(v, "p99").Verdict != c.want {
 			t.Errorf("%s: p50 %s p99 %s, want %s %s (%s)", c.name, row(v, "p50").Verdict, row(v, "p99").Verdict, c.wantP50, c.want, v.Reason)
 		}
+	}
+}
+
+// asICMP is a UDP result's echoes as ping would have seen them: the same
+// round trips, blocks and jitter, one loss without a direction.
+func asICMP(u *probe.UDPResult) *probe.ICMPResult {
+	return &probe.ICMPResult{
+		Meta:       probe.Meta{Type: "icmp", Target: "192.0.2.1"},
+		Batches:    u.Batches,
+		Sent:       u.Sent,
+		Received:   u.Received,
+		Loss:       probe.ICMPLoss{Lost: u.Loss.Up + u.Loss.Down, Split: "none"},
+		Jitter:     u.Jitter,
+		Histograms: u.Histograms,
+	}
+}
+
+// TestICMPIsJudgedAsUDP: an icmp result carries the udp metrics but the
+// loss's direction, and the gate judges it with the same rules: a run
+// that loses more and more echoes is worse (≥ 99 of 100), an unchanged one
+// almost never (≤ 1 of 100).
+func TestICMPIsJudgedAsUDP(t *testing.T) {
+	if got, want := Metrics("icmp"), []string{"jitter", "loss", "max", "mean", "p50", "p90", "p99", "p999"}; !slices.Equal(got, want) {
+		t.Errorf("Metrics(icmp) = %v, want %v", got, want)
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	s := summarize(t, asICMP(udpResult(t, r, gameRTT(1), 500, 5)))
+	if s.Kind != "icmp" || s.Metrics["loss"].Value != 1 || s.Metrics["loss"].Noise == 0 || s.Has("loss_up") || !s.Has("jitter") {
+		t.Errorf("icmp summary: %+v", s)
+	}
+	const runs = 100
+	worse, alarms := 0, 0
+	for range runs {
+		before := summarize(t, asICMP(udpResult(t, r, gameRTT(1), 500, r.IntN(3))))
+		ramp := summarize(t, asICMP(udpRamp(t, r, gameRTT(1), 500, []float64{0, 0, 10, 30, 60})))
+		if v := Decide(before, ramp, Policy{}); !v.Keep && row(v, "loss").Verdict == Worse {
+			worse++
+		}
+		same := summarize(t, asICMP(udpResult(t, r, gameRTT(1), 500, r.IntN(3))))
+		if v := Decide(before, same, Policy{}); !v.Keep {
+			alarms++
+		}
+	}
+	t.Logf("icmp: a loss ramp worse in %d of %d; an unchanged path worse in %d of %d", worse, runs, alarms, runs)
+	if worse < 99 || alarms > 1 {
+		t.Errorf("icmp: ramp worse in %d of %d (want ≥ 99), unchanged worse in %d of %d (want ≤ 1)", worse, runs, alarms, runs)
 	}
 }

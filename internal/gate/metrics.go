@@ -43,7 +43,7 @@ func (d metricDef) clip(x float64) float64 {
 	return x
 }
 
-var allKinds = []string{"udp", "tcp", "crr", "load"}
+var allKinds = []string{"udp", "tcp", "crr", "load", "icmp"}
 
 // metrics is every metric a gate can judge, by SLO name.
 var metrics = map[string]metricDef{}
@@ -57,8 +57,10 @@ func init() {
 		metrics["first_byte_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"crr"}}
 		metrics["connect_"+p] = metricDef{class: classTime, unit: "ms", kinds: []string{"crr"}}
 	}
-	metrics["jitter"] = metricDef{class: classTime, unit: "ms", kinds: []string{"udp"}}
-	for _, l := range []string{"loss", "loss_up", "loss_down"} {
+	metrics["jitter"] = metricDef{class: classTime, unit: "ms", kinds: []string{"udp", "icmp"}}
+	// icmp's loss has no direction (docs/gate.md).
+	metrics["loss"] = metricDef{class: classPct, unit: "%", kinds: []string{"udp", "load", "icmp"}}
+	for _, l := range []string{"loss_up", "loss_down"} {
 		metrics[l] = metricDef{class: classPct, unit: "%", kinds: []string{"udp", "load"}}
 	}
 	metrics["idle_loss"] = metricDef{class: classPct, unit: "%", kinds: []string{"load"}}

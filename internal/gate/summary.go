@@ -41,8 +41,8 @@ type Summary struct {
 	Metrics map[string]Metric `json:"metrics"`
 }
 
-// Summarize reads a probe result (*probe.UDPResult, TCPResult, CRRResult or
-// LoadResult) into a Summary, computing each metric's interval from the
+// Summarize reads a probe result (*probe.UDPResult, ICMPResult, TCPResult,
+// CRRResult or LoadResult) into a Summary, computing each metric's interval from the
 // result's own histograms and counts.
 func Summarize(result any) (*Summary, error) {
 	s := &Summary{Metrics: map[string]Metric{}}
@@ -55,6 +55,17 @@ func Summarize(result any) (*Summary, error) {
 		}
 		err = s.jitter(r.Jitter, r.Histograms["ipdv_ns"])
 		s.loss("", r.Sent-r.Loss.Throttled, r.Loss)
+		s.batches("", r.Batches)
+		s.hostNoise(r.SendLag)
+	case *probe.ICMPResult:
+		// As udp, but one loss: an echo lost on the way out and its reply
+		// lost on the way back look the same from here.
+		s.Kind, s.Target = "icmp", r.Target
+		if err = s.latency("", r.Histograms["rtt_ns"]); err != nil {
+			break
+		}
+		err = s.jitter(r.Jitter, r.Histograms["ipdv_ns"])
+		s.share("loss", r.Loss.Lost, r.Sent)
 		s.batches("", r.Batches)
 		s.hostNoise(r.SendLag)
 	case *probe.TCPResult:
@@ -278,28 +289,25 @@ func (s *Summary) jitter(jitterUS float64, ipdv string) error {
 // loss adds the loss in % of sent probes, total and per direction, with
 // Wilson intervals.
 func (s *Summary) loss(prefix string, sent int64, l probe.Loss) {
-	if sent <= 0 {
-		return
-	}
-	n := float64(sent)
-	for _, x := range []struct {
-		name string
-		k    int64
-	}{{"loss", l.Up + l.Down}, {"loss_up", l.Up}, {"loss_down", l.Down}} {
-		lo, hi := wilson(float64(x.k), n)
-		s.put(prefix+x.name, 100*float64(x.k)/n, 100*lo, 100*hi, sent)
-	}
+	s.share(prefix+"loss", l.Up+l.Down, sent)
+	s.share(prefix+"loss_up", l.Up, sent)
+	s.share(prefix+"loss_down", l.Down, sent)
 }
 
 // errors adds the share of requests (tcp) or transactions (crr) that
-// failed, in %, with its Wilson interval: failed of attempted.
+// failed, in %: failed of attempted.
 func (s *Summary) errors(failed, ok int64) {
-	n := failed + ok
+	s.share("errors", failed, failed+ok)
+}
+
+// share adds k of n as a percentage, with its Wilson interval; nothing
+// when n is 0.
+func (s *Summary) share(name string, k, n int64) {
 	if n <= 0 {
 		return
 	}
-	lo, hi := wilson(float64(failed), float64(n))
-	s.put("errors", 100*float64(failed)/float64(n), 100*lo, 100*hi, n)
+	lo, hi := wilson(float64(k), float64(n))
+	s.put(name, 100*float64(k)/float64(n), 100*lo, 100*hi, n)
 }
 
 // increase adds loaded p50 − idle p50, its interval the two intervals'

@@ -118,7 +118,7 @@ func configErr(err error) error {
 }
 
 // DecodeResult reads a result as 'lowlat probe ... -o FILE' writes it into
-// its type (*UDPResult, *TCPResult, *CRRResult or *LoadResult), chosen by
+// its type (*UDPResult, *TCPResult, *CRRResult, *LoadResult or *ICMPResult), chosen by
 // its "type" field.
 func DecodeResult(b []byte) (any, error) {
 	var head struct {
@@ -137,6 +137,8 @@ func DecodeResult(b []byte) (any, error) {
 		res = new(CRRResult)
 	case "load":
 		res = new(LoadResult)
+	case "icmp":
+		res = new(ICMPResult)
 	default:
 		return nil, fmt.Errorf("not a probe result (type %q)", head.Type)
 	}
@@ -146,7 +148,7 @@ func DecodeResult(b []byte) (any, error) {
 	return res, nil
 }
 
-// Kind is a result's probe type ("udp", "tcp", "crr", "load"), "" for
+// Kind is a result's probe type ("udp", "tcp", "crr", "load", "icmp"), "" for
 // anything else.
 func Kind(res any) string {
 	switch r := res.(type) {
@@ -158,14 +160,16 @@ func Kind(res any) string {
 		return r.Type
 	case *LoadResult:
 		return r.Type
+	case *ICMPResult:
+		return r.Type
 	}
 	return ""
 }
 
 // ConfigDiff compares the configuration a result was measured with (a
-// *UDPResult, *TCPResult, *CRRResult or *LoadResult) with cfg, a
-// configuration of the same kind as a caller would run it (UDPConfig,
-// TCPConfig, CRRConfig or LoadConfig, not yet normalized). It returns one
+// *UDPResult, *TCPResult, *CRRResult, *LoadResult or *ICMPResult) with cfg,
+// a configuration of the same kind as a caller would run it (UDPConfig,
+// TCPConfig, CRRConfig, LoadConfig or ICMPConfig, not yet normalized). It returns one
 // "field: A in the result, B now" per difference, target included: a
 // baseline measured otherwise is no baseline for cfg.
 func ConfigDiff(res any, cfg any) ([]string, error) {
@@ -178,6 +182,8 @@ func ConfigDiff(res any, cfg any) ([]string, error) {
 	case *CRRResult:
 		had = r.Config
 	case *LoadResult:
+		had = r.Config
+	case *ICMPResult:
 		had = r.Config
 	default:
 		return nil, fmt.Errorf("not a probe result: %T", res)
@@ -231,6 +237,9 @@ func Normalized(cfg any) (any, error) {
 		err = c.normalize()
 		cfg = c
 	case LoadConfig:
+		err = c.normalize()
+		cfg = c
+	case ICMPConfig:
 		err = c.normalize()
 		cfg = c
 	default:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -332,7 +333,18 @@ func TestDecodeResult(t *testing.T) {
 	if u, ok := res.(*UDPResult); !ok || u.Sent != 7 || Kind(res) != "udp" {
 		t.Errorf("DecodeResult = %#v", res)
 	}
-	for _, bad := range []string{`{"type":"icmp"}`, `[]`, `{"type":"udp","sent":"x"}`} {
+	// An icmp result is one the gate takes as a baseline too.
+	res, err = DecodeResult([]byte(`{"type":"icmp","target":"192.0.2.1","sent":9,"config":{"target":"192.0.2.1","interval":"20ms","duration":"10s","size":56}}`))
+	if i, ok := res.(*ICMPResult); err != nil || !ok || i.Sent != 9 || Kind(res) != "icmp" {
+		t.Errorf("DecodeResult(icmp) = %#v, %v", res, err)
+	}
+	if diff, err := ConfigDiff(res, ICMPConfig{Target: "192.0.2.1", Interval: Duration(20 * time.Millisecond)}); err != nil || len(diff) != 0 {
+		t.Errorf("ConfigDiff(icmp, same) = %q, %v", diff, err)
+	}
+	if diff, err := ConfigDiff(res, ICMPConfig{Target: "192.0.2.1", Interval: Duration(time.Second)}); err != nil || len(diff) != 1 || !strings.Contains(diff[0], "interval") {
+		t.Errorf("ConfigDiff(icmp, another interval) = %q, %v", diff, err)
+	}
+	for _, bad := range []string{`{"type":"path"}`, `[]`, `{"type":"udp","sent":"x"}`, `{"type":"icmp","sent":"x"}`} {
 		if _, err := DecodeResult([]byte(bad)); err == nil {
 			t.Errorf("DecodeResult(%s) accepted it", bad)
 		}
