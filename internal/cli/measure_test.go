@@ -54,7 +54,7 @@ func TestParseMeasurement(t *testing.T) {
 	for _, spec := range []string{
 		"", "ping 10.0.0.1:1", "udp", "udp a:1 b:2", "udp a:1 --interval", "udp a:1 --nosuch", "udp a:1 --json",
 		"udp a:1 -o x.json", "udp a:1 --interval 0s", "tcp a:1 --rate 0", "crr a:1 --parallel 0", "load a:1 --flows 0", "udp 'a:1",
-		"icmp", "icmp a b", "icmp a --socket packet", "icmp a --interval 0s", "icmp a --json", "icmp a --rate 5",
+		"icmp", "icmp a b", "icmp a:7431", "icmp [::1]:7431", "icmp a --socket packet", "icmp a --interval 0s", "icmp a --json", "icmp a --rate 5",
 	} {
 		_, err := parseMeasurement(env, "--prove", spec)
 		ee, ok := err.(*ExitError)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,6 +62,11 @@ func (o *probeICMPOptions) config(args []string) (probe.ICMPConfig, error) {
 	}
 	if o.interval <= 0 {
 		return probe.ICMPConfig{}, usageErr("icmp", fmt.Errorf("interval %s: must be at least %s", o.interval, probe.MinWatchInterval))
+	}
+	// A reflector's HOST:PORT given to icmp would otherwise fail its name
+	// lookup after the gate's baseline started.
+	if _, _, err := net.SplitHostPort(args[0]); err == nil {
+		return probe.ICMPConfig{}, usageErr("icmp", fmt.Errorf("%q: a HOST, not HOST:PORT: ICMP echo has no port", args[0]))
 	}
 	return probe.ICMPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Socket: sock, Force: o.out.force}, nil
 }
