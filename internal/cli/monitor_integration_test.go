@@ -359,7 +359,7 @@ func (w *monitorWorld) blast(ctx context.Context, rate float64, size int, limit 
 // bucket. On the host, lowlat's rules load in the real server and the
 // recording rules evaluate (the VM has no repository to read them from).
 func TestIntegrationMonitorPrometheus(t *testing.T) {
-	vm := os.Getenv("LOWLAT_IN_VM") != ""
+	vm := testnet.InVM()
 	if !vm {
 		testnet.Heavy(t, "Prometheus scraping a monitor across a shaped path (~40 s)")
 	}
@@ -451,7 +451,7 @@ func TestIntegrationMonitorPrometheus(t *testing.T) {
 // gives evaluates and keeps both monitors apart. A second server with native
 // histograms answers the native-histogram query.
 func TestIntegrationMonitorPrometheusFleet(t *testing.T) {
-	if os.Getenv("LOWLAT_IN_VM") != "" {
+	if testnet.InVM() {
 		t.Skip("reads the rules and docs/monitor.md from the repository, which the VM does not have; the server and rules do not depend on the kernel")
 	}
 	testnet.Heavy(t, "two monitors and two Prometheus servers evaluating lowlat's rules (~15 s)")
@@ -592,19 +592,27 @@ func TestIntegrationMonitorTargetDies(t *testing.T) {
 	refl := w.reflector()
 	mon, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"dies\"\nkind = \"udp\"\naddress = %q\ninterval = \"20ms\"\ntimeout = \"500ms\"\n[[target]]\nname = \"dies-tcp\"\nkind = \"tcp\"\naddress = %[1]q\ninterval = \"20ms\"\ntimeout = \"500ms\"\n", monServer+":7431"))
 	type counts struct{ sent, lost, replies float64 }
-	read := func(target string) counts {
+	// read scrapes once and counts each target's probes: one moment for
+	// both.
+	read := func() map[string]counts {
 		t.Helper()
 		code, body, err := w.get(metrics, "/metrics")
 		if err != nil || code != 200 {
 			t.Fatalf("scrape: %d %v\nmonitor log:\n%s", code, err, w.logOf("monitor.log"))
 		}
-		var c counts
+		all := map[string]counts{}
 		for _, l := range strings.Split(body, "\n") {
 			f := strings.Fields(l)
-			if len(f) != 2 || !strings.Contains(f[0], `target="`+target+`"`) {
+			if len(f) != 2 {
+				continue
+			}
+			_, rest, ok := strings.Cut(f[0], `target="`)
+			target, _, ok2 := strings.Cut(rest, `"`)
+			if !ok || !ok2 {
 				continue
 			}
 			v, _ := strconv.ParseFloat(f[1], 64)
+			c := all[target]
 			switch {
 			case strings.HasPrefix(f[0], "lowlat_probe_sent_total{"):
 				c.sent += v
@@ -613,8 +621,9 @@ func TestIntegrationMonitorTargetDies(t *testing.T) {
 			case strings.HasPrefix(f[0], "lowlat_probe_rtt_seconds_count{"):
 				c.replies += v
 			}
+			all[target] = c
 		}
-		return c
+		return all
 	}
 	usage := func() (threads, fds, rssKB int) {
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", mon.Process.Pid))
@@ -634,9 +643,9 @@ func TestIntegrationMonitorTargetDies(t *testing.T) {
 	// The first second may hold the targets' first tick (aligned on the
 	// interval) and their session set-up: count from a baseline after it.
 	time.Sleep(time.Second)
-	base := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	base := read()
 	time.Sleep(2 * time.Second)
-	alive := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	alive := read()
 	th0, fd0, rss0 := usage()
 	// The outage starts when the reflector is gone, not when it is sent
 	// SIGKILL: it counts from a scrape taken after its exit, so replies it
@@ -645,12 +654,12 @@ func TestIntegrationMonitorTargetDies(t *testing.T) {
 	// kill's, counted in neither window.
 	_ = refl.Process.Kill()
 	_ = refl.Wait()
-	gone := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	gone := read()
 	time.Sleep(4 * time.Second)
-	dead := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	dead := read()
 	w.reflector()
 	time.Sleep(4 * time.Second)
-	back := map[string]counts{"dies": read("dies"), "dies-tcp": read("dies-tcp")}
+	back := read()
 	th1, fd1, rss1 := usage()
 	t.Logf("monitor before the outage: %d threads, %d fds, %d KiB RSS; after it: %d, %d, %d", th0, fd0, rss0, th1, fd1, rss1)
 
@@ -700,7 +709,7 @@ func TestIntegrationMonitorConfig(t *testing.T) {
 	if stderr.String() != want {
 		t.Errorf("stderr %q\nwant   %q", stderr.String(), want)
 	}
-	if os.Getenv("LOWLAT_IN_VM") == "" { // the VM has the tests, not the repository
+	if !testnet.InVM() { // the VM has the tests, not the repository
 		if out, err := exec.Command(w.bin, "monitor", "--check", "--config", "../../deploy/monitor/monitor.toml").CombinedOutput(); err != nil || !strings.Contains(string(out), "ok, 2 target(s)") {
 			t.Errorf("--check on the shipped example: %v\n%s", err, out)
 		}
