@@ -283,7 +283,7 @@ func TestIntegrationKill9AtEveryPoint(t *testing.T) {
 	// recovery itself is the same code on both kernels, and each of its
 	// passes costs seconds of emulated CPU.
 	recoveries := func(i int, stage string) []string {
-		if os.Getenv("LOWLAT_IN_VM") == "" {
+		if !testnet.InVM() {
 			return []string{"rollback", "status"}
 		}
 		if (i%2 == 0) == (stage == "intent") {

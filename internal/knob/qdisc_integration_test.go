@@ -5,7 +5,6 @@ package knob_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -217,7 +216,7 @@ func needFeatures(t *testing.T, ns *testnet.NS, kinds []string) {
 	for _, k := range kinds {
 		// In the stock-kernel VM every kind exists: missing is a failure
 		// there, whether or not LOWLAT_REQUIRE_QDISCS names it (codel).
-		if os.Getenv("LOWLAT_IN_VM") == "1" && probes[k] != nil {
+		if testnet.InVM() && probes[k] != nil {
 			t.Fatalf("qdisc %s is missing in the stock-kernel VM: %v", k, probes[k])
 		}
 		testnet.NeedFeature(t, k, probes[k])

@@ -41,8 +41,6 @@ func TestMain(m *testing.M) { testnet.Main(m) }
 // lowlatBin is the lowlat binary the tests drive (see testnet.Lowlat).
 var lowlatBin = testnet.Lowlat
 
-func inVM() bool { return os.Getenv("LOWLAT_IN_VM") != "" }
-
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -222,7 +220,7 @@ func checkResult(t *testing.T, r *Result) []string {
 // same). On a real host the lab never changes this host-wide list.
 func allowCongestion(t *testing.T) {
 	t.Helper()
-	if !inVM() {
+	if !testnet.InVM() {
 		return
 	}
 	const allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"

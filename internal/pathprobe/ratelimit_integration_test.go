@@ -220,7 +220,7 @@ func TestIntegrationPathRateLimitDefaults(t *testing.T) {
 
 	// mtr, UDP too, the same probes per hop and interval, from c2 (the
 	// limits it meets are its own, as full as lowlat's were).
-	if os.Getenv("LOWLAT_IN_VM") != "" {
+	if testnet.InVM() {
 		return // the lab's path-hops scenario runs mtr in the VM
 	}
 	before = udpNoPorts(t, l.s)

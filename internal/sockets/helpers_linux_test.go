@@ -189,7 +189,7 @@ func needTool(t *testing.T, err error) {
 	if err == nil {
 		return
 	}
-	if os.Getenv("LOWLAT_IN_VM") != "" {
+	if testnet.InVM() {
 		t.Skipf("not in the VM image: %v", err)
 	}
 	t.Fatal(err)

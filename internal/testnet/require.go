@@ -36,13 +36,17 @@ func NeedFeature(t testing.TB, feature string, err error) {
 	t.Skipf("this kernel lacks %s (%v); the test runs in the stock-kernel VM: make vmtest", feature, err)
 }
 
-// HostOnly skips a test inside the stock-kernel VM (LOWLAT_IN_VM): one that
+// InVM reports whether the test runs inside the stock-kernel VM (vmtest
+// sets LOWLAT_IN_VM).
+func InVM() bool { return os.Getenv("LOWLAT_IN_VM") != "" }
+
+// HostOnly skips a test inside the stock-kernel VM (InVM): one that
 // uses no qdisc or kernel feature the VM is there for, so its run there
 // would only add emulated minutes to the suite. why says what the test
 // depends on, or where the VM's run of the same thing is.
 func HostOnly(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("LOWLAT_IN_VM") != "" {
+	if InVM() {
 		t.Skip("runs on the host only: " + why)
 	}
 }
