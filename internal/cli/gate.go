@@ -128,13 +128,6 @@ type gateOutcome struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// icmpNotes are what an ICMP gate's figures cannot tell: said wherever
-// they are shown.
-var icmpNotes = []string{
-	"ICMP loss has no direction: an echo request lost on the way out and its reply lost on the way back look the same (a reflector tells them apart: udp)",
-	"routers may answer ping at a low priority or at a limited rate: ICMP RTT and loss can read worse than the traffic's own, and a change in how the far end treats ICMP reads as a change",
-}
-
 // judge settles, measures after the change, decides, journals the evidence
 // and confirms or rolls back transaction id. before is the baseline (nil:
 // judge on the SLO alone). It returns the outcome, and an error when the
@@ -171,10 +164,7 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 	default:
 		v = gate.Decide(before, after, g.policy)
 	}
-	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes}
-	if g.m.kind == "icmp" {
-		out.Notes = icmpNotes
-	}
+	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes, Notes: g.m.notes}
 	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason}
 	if after != nil {
 		ev.After = figures(after)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,10 +26,17 @@ type measurement struct {
 	// config is the probe's configuration as run (probe.UDPConfig, ...):
 	// a baseline file must have been measured with the same.
 	config any
+	// notes say what the probe's figures cannot tell, shown with them.
+	notes []string
 }
 
-// measureKinds are the probe kinds a gate can measure with.
-var measureKinds = []string{"udp", "tcp", "crr", "load", "icmp"}
+// reflectorKinds are the probe kinds that measure toward a lowlat
+// reflector (HOST:PORT); measureKinds every kind a gate can measure with,
+// icmp toward any host that answers ping.
+var (
+	reflectorKinds = []string{"udp", "tcp", "crr", "load"}
+	measureKinds   = append(slices.Clone(reflectorKinds), "icmp")
+)
 
 // parseMeasurement parses a --prove value. Every error is a usage error
 // naming the flag it came from.
@@ -41,7 +49,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 		return nil, usage(err)
 	}
 	if len(args) == 0 {
-		return nil, usage(fmt.Errorf("want a probe: %s HOST:PORT [probe flags], or icmp HOST [probe flags]", strings.Join(measureKinds[:len(measureKinds)-1], "|")))
+		return nil, usage(fmt.Errorf("want a probe: %s HOST:PORT [probe flags], or icmp HOST [probe flags]", strings.Join(reflectorKinds, "|")))
 	}
 	m := &measurement{spec: spec, kind: args[0]}
 	fs := pflag.NewFlagSet("probe "+m.kind, pflag.ContinueOnError)
@@ -101,6 +109,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 		o.register(fs)
 		out = &o.out
 		target = "HOST"
+		m.notes = icmpNotes
 		build = func(args []string) error {
 			cfg, err := o.config(args)
 			m.length = o.duration

@@ -71,6 +71,13 @@ func (o *probeICMPOptions) config(args []string) (probe.ICMPConfig, error) {
 	return probe.ICMPConfig{Target: args[0], Interval: probe.Duration(o.interval), Duration: probe.Duration(o.duration), Size: o.size, DSCP: d, Wait: probe.Duration(o.wait), Socket: sock, Force: o.out.force}, nil
 }
 
+// icmpNotes are what ICMP figures cannot tell, said wherever a gate shows
+// them.
+var icmpNotes = []string{
+	"ICMP loss has no direction: an echo request lost on the way out and its reply lost on the way back look the same (a reflector tells them apart: udp)",
+	"routers may answer ping at a low priority or at a limited rate: ICMP RTT and loss can read worse than the traffic's own, and a change in how the far end treats ICMP reads as a change",
+}
+
 // registerICMPOut registers the output flags; ICMP has no key.
 func registerICMPOut(f *pflag.FlagSet, of *outFlags) {
 	f.BoolVar(&of.json, "json", false, "print the result as JSON")
