@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"github.com/lowlat/lowlat/internal/bpfload"
 	"golang.org/x/sys/unix"
 )
 
@@ -181,13 +182,7 @@ func probe() (*Support, error) {
 // bpfError names what failed, and says plainly when the cause is a missing
 // privilege or a kernel without BPF.
 func bpfError(what string, err error) error {
-	switch {
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%s: %v (sock_ops needs root: CAP_BPF and CAP_NET_ADMIN)", what, err)
-	case errors.Is(err, unix.ENOSYS), errors.Is(err, ebpf.ErrNotSupported):
-		return fmt.Errorf("%s: this kernel has no BPF support (%v): %w", what, err, ErrUnsupported)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return bpfload.Error(what, "sock_ops needs root: CAP_BPF and CAP_NET_ADMIN", ErrUnsupported, err)
 }
 
 // Cgroup2Root finds where the unified cgroup hierarchy is mounted: /sys/fs/cgroup
