@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * lowlat's passive measurements: what this host adds to real packets,
+ * recorded in the kernel into fixed-size log-linear histograms (no event per
+ * packet reaches user space). User space (session_linux.go) decides which
+ * programs to attach and fills the slots map before it attaches any: a key
+ * that has no slot is ignored, so memory is fixed at attach and labels stay
+ * bounded.
+ *
+ * Every hook is a BTF-typed raw tracepoint (tp_btf, Linux 5.5): tracepoints
+ * are a stable interface, and they work where fentry and kprobes do not
+ * (kernels built without kprobes, or that refuse BPF trampolines).
+ *   egress   net_dev_queue -> net_dev_start_xmit: from the skb entering
+ *            __dev_queue_xmit (its TX queue picked) to its handover to the
+ *            driver: the qdisc's queue, a shaper's and fq's pacing included.
+ *            Paired by skb address in an LRU hash, so the entries of skbs the
+ *            qdisc drops age out.
+ *   rx       skb->tstamp, the kernel's receive timestamp (set while some
+ *            socket asks for SOF_TIMESTAMPING_RX_SOFTWARE; user space keeps
+ *            one open), to netif_receive_skb ("stack": the packet enters the
+ *            protocol stack, after the backlog and softirq wait of the CPU
+ *            that took it), tcp_probe ("socket": TCP processes it on its
+ *            socket, the socket backlog included) and skb_copy_datagram_iovec
+ *            ("read": the application copies it out), netstacklat's method.
+ *   tcp      tcp_probe, on every segment a TCP socket receives: the RTT
+ *            sample RACK took from the newest acknowledged segment (taken
+ *            once), and the first-bytes clock; tcp_retransmit_skb counts
+ *            retransmits; inet_sock_set_state counts connections and starts
+ *            a passive connection's first-bytes clock.
+ */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Log-linear buckets of nanoseconds: 0..31 exactly, then 16 buckets per
+ * power of two up to 2^36 ns (69 s); relative width 1/16 at most. */
+#define NBUCKETS 528
+/* After the buckets: the sum of the values (ns), retransmits, connections. */
+#define X_SUM 0
+#define X_RETRANS 1
+#define X_CONNS 2
+#define HIST_LEN (NBUCKETS + 4)
+
+#define MAX_FIRST 4
+#define NO_SLOT 0xffffffff
+
+enum kind {
+	K_EGRESS = 1,
+	K_RX_STACK = 2,
+	K_RX_READ = 3,
+	K_TCP = 4,  /* rtt, retransmits, connections of a port */
+	K_RX_SOCKET = 5,
+};
+
+/* How an event finds its histogram. For K_EGRESS: port is the TX queue
+ * (0xffff: the device's queues without a slot of their own), id the ifindex.
+ * For K_RX_*: protocol and local port. For K_TCP: the port, id 0 when it is the
+ * connection's local port and 1 when it is the remote one. */
+struct slot_key {
+	__u8 kind;
+	__u8 proto;
+	__u16 port;
+	__u32 id;
+};
+
+struct slot {
+	__u32 index;
+	/* The slot of first_n[0] (then first_n[1] ...), or NO_SLOT. */
+	__u32 first;
+};
+
+struct hist {
+	__u64 v[HIST_LEN];
+};
+
+struct queued {
+	__u64 ts;
+	__u32 slot;
+	__u32 pad;
+};
+
+/* A TCP connection on a measured port. */
+struct conn {
+	__u64 rack_mstamp; /* the send time of the segment of the last RTT sample taken */
+	__u64 start_us;    /* first bytes: the SYN-ACK's send time, or 0 */
+	__u32 first;       /* first bytes: the slot of first_n[0] */
+	__u32 next;        /* first bytes: the index of the next N to reach */
+};
+
+/* Set at load by user space. */
+volatile const __u32 netns_inum = 0; /* 0: every network namespace */
+volatile const __u64 first_n[MAX_FIRST] = {};
+volatile const __u32 first_count = 0;
+/* CLOCK_REALTIME - CLOCK_MONOTONIC in ns, refreshed by user space each
+ * second: skb->tstamp is realtime, BPF's clock monotonic. */
+volatile __s64 realtime_offset = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1); /* sized by user space */
+	__type(key, struct slot_key);
+	__type(value, struct slot);
+} slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* sized by user space */
+	__type(key, __u32);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct queued);
+} queued SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct conn);
+} conns SEC(".maps");
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, s;
+
+	s = (v > 0xffffffffULL) << 5; v >>= s; r |= s;
+	s = (v > 0xffff) << 4; v >>= s; r |= s;
+	s = (v > 0xff) << 3; v >>= s; r |= s;
+	s = (v > 0xf) << 2; v >>= s; r |= s;
+	s = (v > 0x3) << 1; v >>= s; r |= s;
+	return r | (__u32)(v >> 1);
+}
+
+/* The bucket of v ns; Bucket in hist.go is the same function. */
+static __always_inline __u32 bucket(__u64 v)
+{
+	if (v < 32)
+		return v;
+	__u32 msb = log2_u64(v);
+	if (msb > 35)
+		return NBUCKETS - 1;
+	return 32 + (msb - 5) * 16 + ((v >> (msb - 4)) & 15);
+}
+
+static __always_inline void record(__u32 slot, __u64 ns)
+{
+	struct hist *h = bpf_map_lookup_elem(&hists, &slot);
+	if (!h)
+		return;
+	__u32 b = bucket(ns);
+	if (b >= NBUCKETS)
+		b = NBUCKETS - 1;
+	h->v[b]++;
+	h->v[NBUCKETS + X_SUM] += ns;
+}
+
+static __always_inline void count(__u32 slot, __u32 which)
+{
+	struct hist *h = bpf_map_lookup_elem(&hists, &slot);
+	if (h && which < 4)
+		h->v[NBUCKETS + which]++;
+}
+
+static __always_inline bool netns_ok(const struct sock *sk)
+{
+	return !netns_inum || sk->__sk_common.skc_net.net->ns.inum == netns_inum;
+}
+
+static __always_inline bool dev_netns_ok(const struct net_device *dev)
+{
+	return !netns_inum || (dev && dev->nd_net.net->ns.inum == netns_inum);
+}
+
+/* ---- egress ---- */
+
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(egress_enqueue, struct sk_buff *skb)
+{
+	struct net_device *dev = skb->dev;
+
+	if (!dev || !dev_netns_ok(dev))
+		return 0;
+	struct slot_key k = {
+		.kind = K_EGRESS,
+		.port = skb->queue_mapping,
+		.id = dev->ifindex,
+	};
+	struct slot *s = bpf_map_lookup_elem(&slots, &k);
+	if (!s) {
+		k.port = 0xffff;
+		s = bpf_map_lookup_elem(&slots, &k);
+		if (!s)
+			return 0;
+	}
+	__u64 key = (__u64)skb;
+	struct queued q = { .ts = bpf_ktime_get_ns(), .slot = s->index };
+	bpf_map_update_elem(&queued, &key, &q, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(egress_xmit, struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb;
+	struct queued *q = bpf_map_lookup_elem(&queued, &key);
+
+	if (!q)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now > q->ts)
+		record(q->slot, now - q->ts);
+	bpf_map_delete_elem(&queued, &key);
+	return 0;
+}
+
+/* ---- receive path ---- */
+
+/* The skb's receive timestamp in CLOCK_REALTIME ns, or 0: timestamping was
+ * off when it arrived, or tstamp holds a sender's (monotonic) delivery time
+ * kept across a forward inside the host. */
+static __always_inline __s64 rx_tstamp(struct sk_buff *skb)
+{
+	__s64 ts = skb->tstamp;
+
+	if (ts <= 0)
+		return 0;
+	if (bpf_core_field_exists(skb->tstamp_type)) {
+		if (BPF_CORE_READ_BITFIELD_PROBED(skb, tstamp_type))
+			return 0;
+	} else {
+		struct sk_buff___old *old = (void *)skb;
+		if (bpf_core_field_exists(old->mono_delivery_time) &&
+		    BPF_CORE_READ_BITFIELD_PROBED(old, mono_delivery_time))
+			return 0;
+	}
+	return ts;
+}
+
+/* The protocol and destination port of the IPv4 or IPv6 packet in skb, from
+ * its headers (a non-first fragment or an IPv6 extension header: 0). */
+static __always_inline __u16 rx_port(struct sk_buff *skb, __u8 *proto)
+{
+	unsigned char *ip = skb->head + skb->network_header;
+	__u8 b[10];
+	__u16 off, port;
+
+	if (bpf_probe_read_kernel(b, sizeof(b), ip))
+		return 0;
+	switch (b[0] >> 4) {
+	case 4:
+		if ((b[6] & 0x1f) || b[7]) /* fragment offset */
+			return 0;
+		*proto = b[9];
+		off = (b[0] & 0xf) * 4;
+		break;
+	case 6:
+		*proto = b[6];
+		off = 40;
+		break;
+	default:
+		return 0;
+	}
+	if (*proto != 6 && *proto != 17)
+		return 0;
+	if (bpf_probe_read_kernel(&port, sizeof(port), ip + off + 2))
+		return 0;
+	return bpf_ntohs(port);
+}
+
+static __always_inline void rx_record(struct sk_buff *skb, __u8 kind, __u8 proto, __u16 port)
+{
+	struct slot_key k = { .kind = kind, .proto = proto, .port = port };
+	struct slot *s = bpf_map_lookup_elem(&slots, &k);
+	if (!s)
+		return;
+	__s64 ts = rx_tstamp(skb);
+	if (!ts)
+		return;
+	__s64 now = (__s64)bpf_ktime_get_ns() + realtime_offset;
+	if (now >= ts)
+		record(s->index, now - ts);
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(rx_stack, struct sk_buff *skb)
+{
+	__u8 proto = 0;
+
+	if (!dev_netns_ok(skb->dev))
+		return 0;
+	__u16 port = rx_port(skb, &proto);
+	if (port)
+		rx_record(skb, K_RX_STACK, proto, port);
+	return 0;
+}
+
+/* An application's read copying skb out of its socket. The reader is the
+ * current task, so its network namespace is the socket's. */
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(rx_read, struct sk_buff *skb)
+{
+	__u8 proto = 0;
+
+	if (netns_inum) {
+		struct task_struct *task = (void *)bpf_get_current_task();
+		if (BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) != netns_inum)
+			return 0;
+	}
+	__u16 port = rx_port(skb, &proto);
+	if (port)
+		rx_record(skb, K_RX_READ, proto, port);
+	return 0;
+}
+
+/* ---- TCP: rtt, first bytes, retransmits, connections ---- */
+
+/* The port's slot, matched on the local port first, then the remote one. */
+static __always_inline struct slot *tcp_slot(const struct sock *sk)
+{
+	struct slot_key k = {
+		.kind = K_TCP,
+		.proto = 6,
+		.port = sk->__sk_common.skc_num,
+	};
+	struct slot *s = bpf_map_lookup_elem(&slots, &k);
+	if (s)
+		return s;
+	k.port = bpf_ntohs(sk->__sk_common.skc_dport);
+	k.id = 1;
+	return bpf_map_lookup_elem(&slots, &k);
+}
+
+/* Every segment an established socket receives, before TCP processes it. */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(tcp_segment, struct sock *sk, struct sk_buff *skb)
+{
+	if (!netns_ok(sk))
+		return 0;
+	__u16 local = sk->__sk_common.skc_num;
+	rx_record(skb, K_RX_SOCKET, 6, local);
+
+	struct slot *s = tcp_slot(sk);
+	if (!s)
+		return 0;
+	struct tcp_sock *tp = (void *)sk;
+	__u64 key = (__u64)sk;
+	struct conn *c = bpf_map_lookup_elem(&conns, &key);
+	if (!c) {
+		struct conn fresh = { .first = NO_SLOT };
+		bpf_map_update_elem(&conns, &key, &fresh, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&conns, &key);
+		if (!c)
+			return 0;
+	}
+	/* RACK's RTT of the newest (s)acked segment, set while TCP processed an
+	 * earlier ACK: a new sample when the segment it timed is new. */
+	__u64 mstamp = BPF_CORE_READ(tp, rack.mstamp);
+	if (mstamp && mstamp != c->rack_mstamp) {
+		c->rack_mstamp = mstamp;
+		record(s->index, (__u64)BPF_CORE_READ(tp, rack.rtt_us) * 1000);
+	}
+
+	/* First bytes: what this segment's ACK will have acknowledged. */
+	if (c->first == NO_SLOT || c->next >= first_count)
+		return 0;
+	__u8 th[14];
+	if (bpf_probe_read_kernel(th, sizeof(th), skb->data) || !(th[13] & 0x10))
+		return 0;
+	__u32 ack = ((__u32)th[8] << 24) | ((__u32)th[9] << 16) | ((__u32)th[10] << 8) | th[11];
+	__s32 ahead = (__s32)(ack - BPF_CORE_READ(tp, snd_una));
+	__u64 acked = BPF_CORE_READ(tp, bytes_acked) + (ahead > 0 ? ahead : 0);
+	__u64 now_us = bpf_ktime_get_ns() / 1000;
+	__u32 n = first_count;
+	for (__u32 i = 0; i < MAX_FIRST; i++) {
+		if (i >= n || c->next != i || acked < first_n[i])
+			break;
+		if (now_us > c->start_us)
+			record(c->first + i, (now_us - c->start_us) * 1000);
+		c->next = i + 1;
+	}
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(tcp_retrans, const struct sock *sk)
+{
+	if (!netns_ok(sk))
+		return 0;
+	struct slot *s = tcp_slot(sk);
+	if (s)
+		count(s->index, X_RETRANS);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(tcp_state, const struct sock *sk, int oldstate, int newstate)
+{
+	if (sk->sk_protocol != 6 || !netns_ok(sk))
+		return 0;
+	__u64 key = (__u64)sk;
+	if (newstate == 7 /* TCP_CLOSE */) {
+		bpf_map_delete_elem(&conns, &key);
+		return 0;
+	}
+	if (newstate != 1 /* TCP_ESTABLISHED */)
+		return 0;
+	struct slot *s = tcp_slot(sk);
+	if (!s)
+		return 0;
+	count(s->index, X_CONNS);
+	if (oldstate != 3 /* TCP_SYN_RECV: a passive open */ || s->first == NO_SLOT)
+		return 0;
+	/* The handshake's RTT sample (the SYN-ACK's) is srtt's first value:
+	 * the SYN-ACK left that long ago, when the SYN arrived, half a round
+	 * trip after the client's connect(). */
+	struct tcp_sock *tp = (void *)sk;
+	__u64 now_us = bpf_ktime_get_ns() / 1000;
+	__u64 srtt = BPF_CORE_READ(tp, srtt_us) >> 3;
+	struct conn c = {
+		.start_us = now_us > srtt ? now_us - srtt : now_us,
+		.first = s->first,
+	};
+	bpf_map_update_elem(&conns, &key, &c, BPF_ANY);
+	return 0;
+}

@@ -1,0 +1,290 @@
+package passive
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/probe"
+	"github.com/lowlat/lowlat/internal/testnet"
+	"github.com/vishvananda/netlink"
+)
+
+func TestMain(m *testing.M) { testnet.Main(m) }
+
+// pair is two namespaces joined by a veth, a (10.9.0.1) in cli and b
+// (10.9.0.2) in srv.
+type pair struct{ cli, srv *testnet.NS }
+
+func newPair(t *testing.T) pair {
+	t.Helper()
+	p := pair{testnet.New(t), testnet.New(t)}
+	p.cli.Veth(t, "a", "b", p.srv, 1)
+	for _, x := range []struct {
+		ns   *testnet.NS
+		dev  string
+		addr string
+	}{{p.cli, "a", "10.9.0.1/24"}, {p.srv, "b", "10.9.0.2/24"}} {
+		if err := x.ns.Do(func() error {
+			l, err := netlink.LinkByName(x.dev)
+			if err != nil {
+				return err
+			}
+			a, _ := netlink.ParseAddr(x.addr)
+			return netlink.AddrAdd(l, a)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// tbf shapes dev in ns: rate in bytes/s, burst and limit in bytes.
+func tbf(t *testing.T, ns *testnet.NS, dev string, rate uint64, burst, limit uint32) {
+	t.Helper()
+	if err := ns.Do(func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		q := &netlink.Tbf{
+			QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+			Rate:       rate, Limit: limit, Buffer: netlink.Xmittime(rate, burst),
+		}
+		return netlink.QdiscAdd(q)
+	}); err != nil {
+		t.Fatalf("tbf on %s: %v", dev, err)
+	}
+}
+
+// backlog reads the root qdisc's backlog in bytes.
+func backlog(ns *testnet.NS, dev string) (uint32, error) {
+	var b uint32
+	err := ns.Do(func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		qs, err := netlink.QdiscList(l)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Attrs().Parent == netlink.HANDLE_ROOT && q.Attrs().Statistics != nil {
+				b = q.Attrs().Statistics.Queue.Backlog
+				return nil
+			}
+		}
+		return fmt.Errorf("no root qdisc statistics on %s", dev)
+	})
+	return b, err
+}
+
+// flood sends size-byte UDP datagrams to addr every gap until ctx ends,
+// from inside ns.
+func flood(ctx context.Context, ns *testnet.NS, addr string, size int, gap time.Duration) error {
+	return ns.Do(func() error {
+		c, err := net.Dial("udp4", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, size)
+		next := time.Now()
+		for ctx.Err() == nil {
+			c.Write(buf)
+			next = next.Add(gap)
+			time.Sleep(time.Until(next))
+		}
+		return nil
+	})
+}
+
+func openIn(t *testing.T, ns *testnet.NS, cfg Config) *Session {
+	t.Helper()
+	var s *Session
+	err := ns.Do(func() error {
+		var err error
+		s, err = Open(cfg)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Open(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func median(d []time.Duration) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}
+
+// A tbf kept full by a paced flow holds a standing queue whose delay is its
+// backlog divided by its rate: the egress measurement reads that delay.
+func TestIntegrationEgressStandingQueue(t *testing.T) {
+	p := newPair(t)
+	const rate = 250_000 // bytes/s: 2 Mbit/s
+	tbf(t, p.cli, "a", rate, 4096, 14096)
+	s := openIn(t, p.cli, Config{Egress: true, Devices: []string{"a"}})
+	t.Logf("hooks %v, map memory %d bytes", s.Hooks, s.MapBytes)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	// 1000-byte datagrams every 3 ms: 2.8 Mbit/s on the wire, above the
+	// rate, paced finely so the queue never drains.
+	go func() { errc <- flood(ctx, p.cli, "10.9.0.2:9", 1000, 3*time.Millisecond) }()
+
+	time.Sleep(1500 * time.Millisecond) // fill the queue
+	before, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truth []time.Duration
+	for range 30 {
+		time.Sleep(100 * time.Millisecond)
+		b, err := backlog(p.cli, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		truth = append(truth, time.Duration(float64(b)/rate*1e9))
+	}
+	after, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before).Find("egress a q0")
+	if d == nil {
+		t.Fatalf("no series egress a q0 in %+v", after.Series)
+	}
+	want := median(truth)
+	got := d.Hist.Quantile(0.5)
+	t.Logf("egress a q0: %d packets, p50 %v p90 %v p99 %v; backlog/rate median %v", d.Hist.Count(), got, d.Hist.Quantile(0.9), d.Hist.Quantile(0.99), want)
+	if d.Hist.Count() < 500 {
+		t.Fatalf("egress a q0 saw %d packets in 3 s of a 330 packet/s flood", d.Hist.Count())
+	}
+	if diff := float64(got-want) / float64(want); diff > 0.10 || diff < -0.10 {
+		t.Errorf("egress p50 %v, the queue's delay (backlog/rate) %v: off by %.1f%%, want within 10%%", got, want, diff*100)
+	}
+}
+
+const reflectorAddr = "10.9.0.2:7431"
+
+// reflect runs lowlat's reflector in p.srv at reflectorAddr.
+func (p pair) reflect(t *testing.T) {
+	t.Helper()
+	r := probe.NewReflector(probe.ReflectorConfig{MinInterval: time.Millisecond, MaxSessionsPerIP: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.srv.Do(func() error { return r.Listen(ctx, reflectorAddr) }); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = r.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// probeJSON runs lowlat probe KIND in ns and decodes its JSON.
+func probeJSON(t *testing.T, ns *testnet.NS, v any, args ...string) {
+	t.Helper()
+	bin, err := testnet.Lowlat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ns.Command(bin, append([]string{"probe"}, append(args, "--json")...)...).Output()
+	if err != nil {
+		t.Fatalf("lowlat probe %v: %v\n%s", args, err, out)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("lowlat probe %v: %v\n%s", args, err, out)
+	}
+}
+
+// within fails the test when got is more than tol (a fraction) from want.
+func within(t *testing.T, what string, got, want time.Duration, tol float64) {
+	t.Helper()
+	diff := float64(got-want) / float64(want)
+	t.Logf("%s: %v against %v (%+.1f%%)", what, got, want, diff*100)
+	if diff > tol || diff < -tol {
+		t.Errorf("%s: %v, want within %.0f%% of %v (off by %+.1f%%)", what, got, tol*100, want, diff*100)
+	}
+}
+
+// standingQueue keeps a's tbf full for d with a paced UDP flood; it returns
+// when the queue has filled, and the channel reports the flood's end.
+func (p pair) standingQueue(t *testing.T, d time.Duration) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	errc := make(chan error, 1)
+	go func() { errc <- flood(ctx, p.cli, "10.9.0.2:9", 1000, 3*time.Millisecond) }()
+	time.Sleep(1500 * time.Millisecond)
+	return errc
+}
+
+// The same standing queue read by the passive egress histogram and by
+// lowlat probe udp's added round trip (its probes wait in the same queue).
+func TestIntegrationEgressAgainstProbeUDP(t *testing.T) {
+	p := newPair(t)
+	p.reflect(t)
+	var idle probe.UDPResult
+	probeJSON(t, p.cli, &idle, "udp", reflectorAddr, "--duration", "1s", "--interval", "10ms")
+	tbf(t, p.cli, "a", 250_000, 4096, 14096)
+	s := openIn(t, p.cli, Config{Egress: true, Devices: []string{"a"}})
+	done := p.standingQueue(t, 7*time.Second)
+	before, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loaded probe.UDPResult
+	probeJSON(t, p.cli, &loaded, "udp", reflectorAddr, "--duration", "3s", "--interval", "10ms")
+	after, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before).Find("egress a q0")
+	added := time.Duration((loaded.RTT.P50 - idle.RTT.P50) * 1e3)
+	within(t, "passive egress p50 against probe udp's added RTT p50", d.Hist.Quantile(0.5), added, 0.10)
+}
+
+// TCP round trips through the standing queue: the kernel's RTT samples of
+// probe tcp's own connection (matched on the remote port) against probe
+// tcp's service time.
+func TestIntegrationTCPRTTAgainstProbeTCP(t *testing.T) {
+	p := newPair(t)
+	p.reflect(t)
+	tbf(t, p.cli, "a", 250_000, 4096, 14096)
+	s := openIn(t, p.cli, Config{TCP: true, Ports: []Port{{"tcp", 7431}}})
+	done := p.standingQueue(t, 7*time.Second)
+	before, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res probe.TCPResult
+	probeJSON(t, p.cli, &res, "tcp", reflectorAddr, "--duration", "3s", "--rate", "20")
+	after, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before).Find("rtt tcp/7431")
+	if d.Hist.Count() < 30 {
+		t.Fatalf("rtt tcp/7431: %d samples from probe tcp's %d requests", d.Hist.Count(), res.Requests)
+	}
+	t.Logf("rtt tcp/7431: %d samples, %d connections, %d retransmits", d.Hist.Count(), d.Conns, d.Retransmits)
+	within(t, "passive TCP RTT p50 against probe tcp's service p50", d.Hist.Quantile(0.5), time.Duration(res.Service.P50*1e3), 0.10)
+}

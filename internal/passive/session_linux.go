@@ -1,0 +1,417 @@
+package passive
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/lowlat/lowlat/internal/bpfload"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The kinds of slot keys; enum kind in bpf/passive.c.
+const (
+	kindEgress   = 1
+	kindRXStack  = 2
+	kindRXRead   = 3
+	kindTCP      = 4
+	kindRXSocket = 5
+)
+
+const noSlot = 0xffffffff
+
+// hookOf names each program's kernel hook, for errors and docs.
+var hookOf = map[string]string{
+	"egress_enqueue": "tracepoint net:net_dev_queue",
+	"egress_xmit":    "tracepoint net:net_dev_start_xmit",
+	"rx_stack":       "tracepoint net:netif_receive_skb",
+	"rx_read":        "tracepoint skb:skb_copy_datagram_iovec",
+	"tcp_segment":    "tracepoint tcp:tcp_probe",
+	"tcp_retrans":    "tracepoint tcp:tcp_retransmit_skb",
+	"tcp_state":      "tracepoint sock:inet_sock_set_state",
+}
+
+// Session is a set of attached measurements. Close detaches them.
+type Session struct {
+	cfg    Config
+	stack  bpfload.Stack
+	hists  *ebpf.Map
+	offset *ebpf.Variable
+	layout []Series // per slot index: what the slot's histogram is
+	// Hooks lists the kernel hooks attached, in order.
+	Hooks []string
+	// MapBytes is the kernel memory the session's maps hold, all CPUs'
+	// copies of the histograms included.
+	MapBytes int
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+type slotEntry struct {
+	key passiveSlotKey
+	val passiveSlot
+}
+
+// Open loads and attaches the measurements cfg names, in the calling OS
+// thread's network namespace (lock the thread first to measure another).
+// An error leaves nothing attached.
+func Open(cfg Config) (*Session, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, stop: make(chan struct{})}
+	entries, err := s.plan()
+	if err != nil {
+		return nil, err
+	}
+	if len(s.layout) == 0 {
+		return nil, errors.New("passive: no device to measure (none is up in this network namespace but loopback)")
+	}
+	if err := s.load(entries); err != nil {
+		s.stack.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// plan lays out the slots: one histogram per key the configuration names.
+func (s *Session) plan() ([]slotEntry, error) {
+	var entries []slotEntry
+	add := func(ser Series, keys ...passiveSlotKey) uint32 {
+		idx := uint32(len(s.layout))
+		s.layout = append(s.layout, ser)
+		for _, k := range keys {
+			entries = append(entries, slotEntry{k, passiveSlot{Index: idx, First: noSlot}})
+		}
+		return idx
+	}
+	if s.cfg.Egress {
+		links, err := s.devices()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range links {
+			a := l.Attrs()
+			n := a.NumTxQueues
+			if n < 1 {
+				n = 1
+			}
+			for q := 0; q < min(n, MaxQueues); q++ {
+				add(Series{Measure: Egress, Device: a.Name, Queue: q},
+					passiveSlotKey{Kind: kindEgress, Port: uint16(q), Id: uint32(a.Index)})
+			}
+			if n > MaxQueues {
+				add(Series{Measure: Egress, Device: a.Name, Queue: -1},
+					passiveSlotKey{Kind: kindEgress, Port: 0xffff, Id: uint32(a.Index)})
+			}
+		}
+	}
+	for _, p := range s.cfg.Ports {
+		proto := uint8(unix.IPPROTO_UDP)
+		if p.Proto == "tcp" {
+			proto = unix.IPPROTO_TCP
+		}
+		if s.cfg.RX {
+			add(Series{Measure: Receive, Proto: p.Proto, Port: p.Port, Stage: StageStack, Queue: -1},
+				passiveSlotKey{Kind: kindRXStack, Proto: proto, Port: p.Port})
+			if p.Proto == "tcp" {
+				add(Series{Measure: Receive, Proto: p.Proto, Port: p.Port, Stage: StageSocket, Queue: -1},
+					passiveSlotKey{Kind: kindRXSocket, Proto: proto, Port: p.Port})
+			}
+			add(Series{Measure: Receive, Proto: p.Proto, Port: p.Port, Stage: StageRead, Queue: -1},
+				passiveSlotKey{Kind: kindRXRead, Proto: proto, Port: p.Port})
+		}
+		if s.cfg.TCP && p.Proto == "tcp" {
+			local := passiveSlotKey{Kind: kindTCP, Proto: proto, Port: p.Port}
+			remote := local
+			remote.Id = 1
+			add(Series{Measure: RTT, Proto: p.Proto, Port: p.Port, Queue: -1}, local, remote)
+			if len(s.cfg.FirstBytes) > 0 {
+				// The local key's entry starts the first-bytes clock.
+				entries[len(entries)-2].val.First = uint32(len(s.layout))
+				for _, n := range s.cfg.FirstBytes {
+					add(Series{Measure: FirstBytes, Proto: p.Proto, Port: p.Port, Bytes: n, Queue: -1})
+				}
+			}
+		}
+	}
+	return entries, nil
+}
+
+// devices are the configured devices, or every device that is up but
+// loopback.
+func (s *Session) devices() ([]netlink.Link, error) {
+	if len(s.cfg.Devices) > 0 {
+		var out []netlink.Link
+		for _, name := range s.cfg.Devices {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return nil, fmt.Errorf("device %s: %w", name, err)
+			}
+			out = append(out, l)
+		}
+		return out, nil
+	}
+	all, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list devices: %w", err)
+	}
+	var out []netlink.Link
+	for _, l := range all {
+		a := l.Attrs()
+		if a.Flags&(1<<0) != 0 && a.Flags&(1<<2) == 0 { // up, not loopback
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// programs are the programs the configuration needs.
+func (s *Session) programs() []string {
+	var p []string
+	if s.cfg.Egress {
+		p = append(p, "egress_enqueue", "egress_xmit")
+	}
+	tcp := false
+	for _, port := range s.cfg.Ports {
+		tcp = tcp || port.Proto == "tcp"
+	}
+	if s.cfg.RX {
+		p = append(p, "rx_stack", "rx_read")
+	}
+	// tcp_probe serves TCP's receive "socket" stage and its RTT samples.
+	if tcp && (s.cfg.RX || s.cfg.TCP) {
+		p = append(p, "tcp_segment")
+	}
+	if s.cfg.TCP && tcp {
+		p = append(p, "tcp_retrans", "tcp_state")
+	}
+	return p
+}
+
+const privilege = "passive measurement needs root: CAP_BPF and CAP_PERFMON"
+
+// load loads the programs the configuration needs, fills the slots and
+// attaches them; on error the caller closes the stack.
+
+func (s *Session) load(entries []slotEntry) error {
+	if _, err := btf.LoadKernelSpec(); err != nil {
+		return fmt.Errorf("passive: the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read (%v): CO-RE needs a kernel built with CONFIG_DEBUG_INFO_BTF: %w", err, ErrUnsupported)
+	}
+	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
+	_ = rlimit.RemoveMemlock()
+	spec, err := loadPassive()
+	if err != nil {
+		return fmt.Errorf("passive: read the embedded BPF object: %w", err)
+	}
+	want := s.programs()
+	keep := map[string]bool{}
+	for _, p := range want {
+		keep[p] = true
+	}
+	for name := range spec.Programs {
+		if !keep[name] {
+			delete(spec.Programs, name)
+		}
+	}
+	spec.Maps["slots"].MaxEntries = uint32(len(entries))
+	spec.Maps["hists"].MaxEntries = uint32(len(s.layout))
+	if !s.cfg.Egress {
+		spec.Maps["queued"].MaxEntries = 1
+	}
+	if !s.cfg.TCP {
+		spec.Maps["conns"].MaxEntries = 1
+	}
+	var inum uint32
+	if !s.cfg.AllNamespaces {
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+			return fmt.Errorf("passive: which network namespace this is: %w", err)
+		}
+		inum = uint32(st.Ino)
+	}
+	var firstN [MaxFirstBytes]uint64
+	copy(firstN[:], s.cfg.FirstBytes)
+	for name, v := range map[string]any{
+		"netns_inum":  inum,
+		"first_n":     firstN,
+		"first_count": uint32(len(s.cfg.FirstBytes)),
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("passive: set %s: %w", name, err)
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return loadError(err)
+	}
+	s.stack.PushFunc(coll.Close)
+	s.hists = coll.Maps["hists"]
+	s.offset = coll.Variables["realtime_offset"]
+	for name, m := range coll.Maps {
+		s.MapBytes += mapBytes(name, m)
+	}
+	slots := coll.Maps["slots"]
+	for _, e := range entries {
+		if err := slots.Put(e.key, e.val); err != nil {
+			return bpfload.Error("passive: fill the slots map", privilege, ErrUnsupported, err)
+		}
+	}
+	if s.cfg.RX {
+		if err := s.enableRXTimestamps(); err != nil {
+			return err
+		}
+		if err := s.setOffset(); err != nil {
+			return err
+		}
+		s.wg.Add(1)
+		go s.keepOffset()
+	}
+	for _, name := range want {
+		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+		if err != nil {
+			return bpfload.Error(fmt.Sprintf("passive: attach %s to %s", name, hookOf[name]), privilege, ErrUnsupported, err)
+		}
+		s.stack.Push(l)
+		s.Hooks = append(s.Hooks, hookOf[name])
+	}
+	return nil
+}
+
+// loadError names the program the kernel refused and its hook.
+func loadError(err error) error {
+	var name string
+	msg := err.Error()
+	for n := range hookOf {
+		if strings.Contains(msg, "program "+n+":") {
+			name = n
+		}
+	}
+	what := "passive: load the BPF programs"
+	if name != "" {
+		what = fmt.Sprintf("passive: load %s (%s)", name, hookOf[name])
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, btf.ErrNotFound) {
+			return fmt.Errorf("%s: this kernel has no such hook (%v): %w", what, firstLine(err), ErrUnsupported)
+		}
+	}
+	return bpfload.Error(what, privilege, ErrUnsupported, wrapFirstLine{err})
+}
+
+// wrapFirstLine keeps the cause for errors.Is but prints only its first
+// line: a verifier log is pages long.
+type wrapFirstLine struct{ err error }
+
+func (w wrapFirstLine) Error() string { return firstLine(w.err) }
+func (w wrapFirstLine) Unwrap() error { return w.err }
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+func mapBytes(name string, m *ebpf.Map) int {
+	info, err := m.Info()
+	if err != nil {
+		return 0
+	}
+	per := int(info.KeySize + info.ValueSize)
+	if info.Type == ebpf.PerCPUArray || info.Type == ebpf.PerCPUHash {
+		cpus, err := ebpf.PossibleCPU()
+		if err != nil {
+			cpus = 1
+		}
+		per = int(info.KeySize) + int(info.ValueSize)*cpus
+	}
+	return per * int(info.MaxEntries)
+}
+
+// enableRXTimestamps turns on the kernel's receive timestamps: skb->tstamp
+// is set at receive only while some socket asks for software receive
+// timestamps (a global static key). The socket stays open for the session.
+func (s *Session) enableRXTimestamps() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("passive: open the timestamping socket: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "timestamping socket")
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, unix.SOF_TIMESTAMPING_RX_SOFTWARE); err != nil {
+		f.Close()
+		return fmt.Errorf("passive: enable receive timestamps (SO_TIMESTAMPING): %w", err)
+	}
+	s.stack.Push(f)
+	return nil
+}
+
+// setOffset stores CLOCK_REALTIME - CLOCK_MONOTONIC, read between two
+// monotonic readings, for the receive hooks.
+func (s *Session) setOffset() error {
+	var m1, r, m2 unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &m1)
+	unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &m2)
+	off := r.Nano() - (m1.Nano()+m2.Nano())/2
+	if err := s.offset.Set(off); err != nil {
+		return fmt.Errorf("passive: set the clock offset: %w", err)
+	}
+	return nil
+}
+
+// keepOffset follows steps of the realtime clock (NTP slews both clocks
+// alike; a step moves only realtime).
+func (s *Session) keepOffset() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.setOffset()
+		}
+	}
+}
+
+// Snapshot reads every histogram, summed over CPUs.
+func (s *Session) Snapshot() (Snapshot, error) {
+	snap := Snapshot{At: time.Now(), Series: make([]Series, len(s.layout))}
+	var per []passiveHist
+	for i, meta := range s.layout {
+		if err := s.hists.Lookup(uint32(i), &per); err != nil {
+			return Snapshot{}, fmt.Errorf("passive: read histogram %d (%s): %w", i, meta.Key(), err)
+		}
+		ser := meta
+		for _, h := range per {
+			for b := range NumBuckets {
+				ser.Hist.Counts[b] += h.V[b]
+			}
+			ser.Hist.SumNs += h.V[NumBuckets+0]
+			ser.Retransmits += h.V[NumBuckets+1]
+			ser.Conns += h.V[NumBuckets+2]
+		}
+		snap.Series[i] = ser
+	}
+	return snap, nil
+}
+
+// Close detaches everything and frees the maps.
+func (s *Session) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		err = s.stack.Close()
+	})
+	return err
+}
+
