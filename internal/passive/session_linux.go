@@ -414,4 +414,3 @@ func (s *Session) Close() error {
 	})
 	return err
 }
-
