@@ -57,7 +57,8 @@ const (
 	passiveMapSlots          = "slots"
 	passiveProgEgressEnqueue = "egress_enqueue"
 	passiveProgEgressXmit    = "egress_xmit"
-	passiveProgRxRead        = "rx_read"
+	passiveProgRxReadTcp     = "rx_read_tcp"
+	passiveProgRxReadUdp     = "rx_read_udp"
 	passiveProgRxStack       = "rx_stack"
 	passiveProgTcpRetrans    = "tcp_retrans"
 	passiveProgTcpSegment    = "tcp_segment"
@@ -112,7 +113,8 @@ type passiveSpecs struct {
 type passiveProgramSpecs struct {
 	EgressEnqueue *ebpf.ProgramSpec `ebpf:"egress_enqueue"`
 	EgressXmit    *ebpf.ProgramSpec `ebpf:"egress_xmit"`
-	RxRead        *ebpf.ProgramSpec `ebpf:"rx_read"`
+	RxReadTcp     *ebpf.ProgramSpec `ebpf:"rx_read_tcp"`
+	RxReadUdp     *ebpf.ProgramSpec `ebpf:"rx_read_udp"`
 	RxStack       *ebpf.ProgramSpec `ebpf:"rx_stack"`
 	TcpRetrans    *ebpf.ProgramSpec `ebpf:"tcp_retrans"`
 	TcpSegment    *ebpf.ProgramSpec `ebpf:"tcp_segment"`
@@ -190,7 +192,8 @@ type passiveVariables struct {
 type passivePrograms struct {
 	EgressEnqueue *ebpf.Program `ebpf:"egress_enqueue"`
 	EgressXmit    *ebpf.Program `ebpf:"egress_xmit"`
-	RxRead        *ebpf.Program `ebpf:"rx_read"`
+	RxReadTcp     *ebpf.Program `ebpf:"rx_read_tcp"`
+	RxReadUdp     *ebpf.Program `ebpf:"rx_read_udp"`
 	RxStack       *ebpf.Program `ebpf:"rx_stack"`
 	TcpRetrans    *ebpf.Program `ebpf:"tcp_retrans"`
 	TcpSegment    *ebpf.Program `ebpf:"tcp_segment"`
@@ -201,7 +204,8 @@ func (p *passivePrograms) Close() error {
 	return _PassiveClose(
 		p.EgressEnqueue,
 		p.EgressXmit,
-		p.RxRead,
+		p.RxReadTcp,
+		p.RxReadUdp,
 		p.RxStack,
 		p.TcpRetrans,
 		p.TcpSegment,

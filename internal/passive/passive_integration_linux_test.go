@@ -3,15 +3,21 @@ package passive
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"runtime"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/probe"
 	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { testnet.Main(m) }
@@ -287,4 +293,239 @@ func TestIntegrationTCPRTTAgainstProbeTCP(t *testing.T) {
 	}
 	t.Logf("rtt tcp/7431: %d samples, %d connections, %d retransmits", d.Hist.Count(), d.Conns, d.Retransmits)
 	within(t, "passive TCP RTT p50 against probe tcp's service p50", d.Hist.Quantile(0.5), time.Duration(res.Service.P50*1e3), 0.10)
+}
+
+// pinned runs f in ns on an OS thread of its own (thrown away after),
+// bound to cpu, at a nice level. The receive path's read stage knows a
+// socket's namespace by its reader's, so a reader runs in its socket's.
+func pinned(ns *testnet.NS, cpu, nice int, f func()) {
+	ns.Do(func() error {
+		var set unix.CPUSet
+		set.Set(cpu)
+		unix.SchedSetaffinity(0, &set)
+		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), nice)
+		f()
+		return nil
+	})
+}
+
+// rxRun sends 1000 messages a second for d from p.cli to a receiver on
+// cpu in p.srv (port 7777, proto "udp" or "tcp"), with a CPU hog on CPU 0
+// beside it when hog is set, and returns the receive path's histograms of
+// the run.
+func rxRun(t *testing.T, p pair, s *Session, proto string, cpu int, hog bool, d time.Duration) Snapshot {
+	t.Helper()
+	var rx io.ReadCloser
+	var ln net.Listener
+	if err := p.srv.Do(func() error {
+		var err error
+		if proto == "udp" {
+			rx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 7777})
+		} else {
+			ln, err = net.Listen("tcp4", "10.9.0.2:7777")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	if hog {
+		wg.Add(1)
+		go pinned(p.cli, 0, -19, func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				for range 1 << 16 {
+				}
+			}
+		})
+	}
+	senderErr := make(chan error, 1)
+	go func() {
+		senderErr <- p.cli.Do(func() error {
+			c, err := net.Dial(proto+"4", "10.9.0.2:7777")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			buf := make([]byte, 100)
+			next := time.Now()
+			for ctx.Err() == nil {
+				if _, err := c.Write(buf); err != nil {
+					return err
+				}
+				next = next.Add(time.Millisecond)
+				time.Sleep(time.Until(next))
+			}
+			return nil
+		})
+	}()
+	if ln != nil {
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rx = c
+	}
+	defer rx.Close()
+	before, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go pinned(p.srv, cpu, 19, func() {
+		defer wg.Done()
+		buf := make([]byte, 100) // one message per read
+		for ctx.Err() == nil {
+			rx.(interface{ SetReadDeadline(time.Time) error }).SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, err := rx.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			}
+		}
+	})
+	if err := <-senderErr; err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	wg.Wait()
+	return after.Sub(before)
+}
+
+// A receiver that shares its CPU with a hog reads its packets late: the
+// read stage's p99 rises, and falls again when the receiver moves to the
+// other CPU. TCP here, whose read is a tracepoint on every kernel; UDP's
+// read needs fentry (TestIntegrationRXUDPRead).
+func TestIntegrationRXReceiverBesideHog(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	p := newPair(t)
+	s := openIn(t, p.srv, Config{RX: true, Ports: []Port{{"tcp", 7777}}})
+	busy := rxRun(t, p, s, "tcp", 0, true, 3*time.Second)
+	moved := rxRun(t, p, s, "tcp", 1, true, 3*time.Second)
+	for _, x := range []struct {
+		name string
+		snap Snapshot
+	}{{"beside the hog", busy}, {"moved away", moved}} {
+		for _, st := range []string{StageStack, StageSocket, StageRead} {
+			h := x.snap.Find("rx tcp/7777 " + st).Hist
+			t.Logf("%s: %s: %d packets, p50 %v p99 %v max %v", x.name, st, h.Count(), h.Quantile(0.5), h.Quantile(0.99), h.Max())
+		}
+	}
+	b, m := busy.Find("rx tcp/7777 read").Hist, moved.Find("rx tcp/7777 read").Hist
+	if b.Count() < 1000 || m.Count() < 1000 {
+		t.Fatalf("read %d and %d messages of two 3 s runs at 1000/s", b.Count(), m.Count())
+	}
+	if b.Quantile(0.99) < 4*m.Quantile(0.99) {
+		t.Errorf("read p99 beside a hog %v, moved away %v: want the first 4x the second", b.Quantile(0.99), m.Quantile(0.99))
+	}
+}
+
+// UDP's read stage: measured where the kernel allows fentry (the stock
+// kernel must), reported unavailable with the kernel's reason where not.
+func TestIntegrationRXUDPRead(t *testing.T) {
+	p := newPair(t)
+	s := openIn(t, p.srv, Config{RX: true, Ports: []Port{{"udp", 7777}}})
+	if why := s.Unavailable["fentry skb_consume_udp"]; why != "" {
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := snap.Find("rx udp/7777 read").Unavailable; got != why {
+			t.Errorf("rx udp/7777 read is not marked unavailable (%q), though %s", got, why)
+		}
+		testnet.NeedFeature(t, "fentry", errors.New(why))
+	}
+	d := rxRun(t, p, s, "udp", 1, false, 2*time.Second)
+	for _, st := range []string{StageStack, StageRead} {
+		h := d.Find("rx udp/7777 " + st).Hist
+		t.Logf("%s: %d packets, p50 %v p99 %v", st, h.Count(), h.Quantile(0.5), h.Quantile(0.99))
+		if h.Count() < 1500 {
+			t.Errorf("rx udp/7777 %s: %d packets of 2000 sent", st, h.Count())
+		}
+	}
+}
+
+// The time to deliver a connection's first N bytes, measured on the server
+// from its SYN to the ACK of byte N, matches the client's own figure (from
+// connect() to reading byte N) within half a round trip.
+func TestIntegrationFirstBytes(t *testing.T) {
+	p := newPair(t)
+	// 20 Mbit/s from the server: 1 MB takes 0.4 s.
+	tbf(t, p.srv, "b", 2_500_000, 16384, 200_000)
+	sizes := []uint64{300_000, 1_000_000}
+	s := openIn(t, p.srv, Config{TCP: true, Ports: []Port{{"tcp", 8080}}, FirstBytes: sizes})
+	var ln net.Listener
+	if err := p.srv.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "10.9.0.2:8080")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		payload := make([]byte, sizes[1])
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { c.Write(payload); io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	const conns = 5
+	client := make([][]time.Duration, len(sizes))
+	if err := p.cli.Do(func() error {
+		for range conns {
+			start := time.Now()
+			c, err := net.DialTimeout("tcp4", "10.9.0.2:8080", 5*time.Second)
+			if err != nil {
+				return err
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			var got uint64
+			buf := make([]byte, 65536)
+			for i, n := range sizes {
+				for got < n {
+					k, err := c.Read(buf[:min(uint64(len(buf)), n-got)])
+					if err != nil {
+						c.Close()
+						return err
+					}
+					got += uint64(k)
+				}
+				client[i] = append(client[i], time.Since(start))
+			}
+			c.Close()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the last ACKs
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtt := snap.Find("rtt tcp/8080").Hist.Quantile(0.5)
+	t.Logf("rtt tcp/8080 p50 %v, %d connections", rtt, snap.Find("rtt tcp/8080").Conns)
+	for i, n := range sizes {
+		h := snap.Find("first_bytes tcp/8080 " + FormatBytes(n)).Hist
+		if h.Count() != conns {
+			t.Errorf("first %s: %d connections measured, want %d", FormatBytes(n), h.Count(), conns)
+			continue
+		}
+		want, got := median(client[i]), h.Quantile(0.5)
+		t.Logf("first %s: passive p50 %v, client median %v (%+v)", FormatBytes(n), got, want, got-want)
+		if d := got - want; d > rtt/2 || d < -rtt/2 {
+			t.Errorf("first %s: passive p50 %v, client median %v: differ by %v, more than half the RTT (%v)", FormatBytes(n), got, want, d, rtt/2)
+		}
+	}
 }

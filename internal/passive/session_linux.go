@@ -33,10 +33,17 @@ var hookOf = map[string]string{
 	"egress_enqueue": "tracepoint net:net_dev_queue",
 	"egress_xmit":    "tracepoint net:net_dev_start_xmit",
 	"rx_stack":       "tracepoint net:netif_receive_skb",
-	"rx_read":        "tracepoint skb:skb_copy_datagram_iovec",
+	"rx_read_tcp":    "tracepoint skb:skb_copy_datagram_iovec",
+	"rx_read_udp":    "fentry skb_consume_udp",
 	"tcp_segment":    "tracepoint tcp:tcp_probe",
 	"tcp_retrans":    "tracepoint tcp:tcp_retransmit_skb",
 	"tcp_state":      "tracepoint sock:inet_sock_set_state",
+}
+
+// optional programs may fail to load: their series are then reported
+// unavailable, with the kernel's reason, and the rest is measured.
+var optional = map[string]func(*Series) bool{
+	"rx_read_udp": func(s *Series) bool { return s.Measure == Receive && s.Proto == "udp" && s.Stage == StageRead },
 }
 
 // Session is a set of attached measurements. Close detaches them.
@@ -48,6 +55,9 @@ type Session struct {
 	layout []Series // per slot index: what the slot's histogram is
 	// Hooks lists the kernel hooks attached, in order.
 	Hooks []string
+	// Unavailable says, per hook this kernel refused that the session could
+	// do without, why; its series carry the reason too.
+	Unavailable map[string]string
 	// MapBytes is the kernel memory the session's maps hold, all CPUs'
 	// copies of the histograms included.
 	MapBytes int
@@ -182,12 +192,19 @@ func (s *Session) programs() []string {
 	if s.cfg.Egress {
 		p = append(p, "egress_enqueue", "egress_xmit")
 	}
-	tcp := false
+	tcp, udp := false, false
 	for _, port := range s.cfg.Ports {
 		tcp = tcp || port.Proto == "tcp"
+		udp = udp || port.Proto == "udp"
 	}
 	if s.cfg.RX {
-		p = append(p, "rx_stack", "rx_read")
+		p = append(p, "rx_stack")
+		if tcp {
+			p = append(p, "rx_read_tcp")
+		}
+		if udp {
+			p = append(p, "rx_read_udp")
+		}
 	}
 	// tcp_probe serves TCP's receive "socket" stage and its RTT samples.
 	if tcp && (s.cfg.RX || s.cfg.TCP) {
@@ -251,10 +268,11 @@ func (s *Session) load(entries []slotEntry) error {
 			return fmt.Errorf("passive: set %s: %w", name, err)
 		}
 	}
-	coll, err := ebpf.NewCollection(spec)
+	coll, err := s.loadCollection(spec, want)
 	if err != nil {
-		return loadError(err)
+		return err
 	}
+	want = s.attachable(want)
 	s.stack.PushFunc(coll.Close)
 	s.hists = coll.Maps["hists"]
 	s.offset = coll.Variables["realtime_offset"]
@@ -288,15 +306,58 @@ func (s *Session) load(entries []slotEntry) error {
 	return nil
 }
 
-// loadError names the program the kernel refused and its hook.
-func loadError(err error) error {
-	var name string
+// loadCollection loads spec; when the kernel refuses an optional program,
+// it records why, drops the program and tries again.
+func (s *Session) loadCollection(spec *ebpf.CollectionSpec, want []string) (*ebpf.Collection, error) {
+	for {
+		coll, err := ebpf.NewCollection(spec)
+		if err == nil {
+			return coll, nil
+		}
+		name := refused(err)
+		serves := optional[name]
+		if serves == nil || spec.Programs[name] == nil {
+			return nil, loadError(err)
+		}
+		if s.Unavailable == nil {
+			s.Unavailable = map[string]string{}
+		}
+		reason := fmt.Sprintf("%s refused by this kernel: %s", hookOf[name], firstLine(err))
+		s.Unavailable[hookOf[name]] = reason
+		for i := range s.layout {
+			if serves(&s.layout[i]) {
+				s.layout[i].Unavailable = reason
+			}
+		}
+		delete(spec.Programs, name)
+	}
+}
+
+// attachable is want without the programs the kernel refused.
+func (s *Session) attachable(want []string) []string {
+	var out []string
+	for _, name := range want {
+		if _, gone := s.Unavailable[hookOf[name]]; !gone {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// refused names the program a load error is about, or "".
+func refused(err error) string {
 	msg := err.Error()
 	for n := range hookOf {
 		if strings.Contains(msg, "program "+n+":") {
-			name = n
+			return n
 		}
 	}
+	return ""
+}
+
+// loadError names the program the kernel refused and its hook.
+func loadError(err error) error {
+	name := refused(err)
 	what := "passive: load the BPF programs"
 	if name != "" {
 		what = fmt.Sprintf("passive: load %s (%s)", name, hookOf[name])
@@ -316,7 +377,8 @@ func (w wrapFirstLine) Unwrap() error { return w.err }
 
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
+	// cilium/ebpf's guess for any EPERM; the session lifted the limit.
+	return strings.TrimSuffix(s, " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)")
 }
 
 func mapBytes(name string, m *ebpf.Map) int {

@@ -52,6 +52,9 @@ type Series struct {
 	// reached ESTABLISHED.
 	Retransmits uint64 `json:"retransmits,omitempty"`
 	Conns       uint64 `json:"connections,omitempty"`
+	// Unavailable says why this kernel cannot measure the series (its
+	// hook was refused); its histogram stays empty. Unknown, not zero.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // Key identifies a series across snapshots.

@@ -23,7 +23,7 @@ var errFailed = errors.New("failed")
 
 // DefaultRequire is the qdisc set the stock kernel must have: tests that need
 // one of these fail in the VM instead of skipping.
-const DefaultRequire = "fq_codel,fq,cake,netem,prio,sfq"
+const DefaultRequire = "fq_codel,fq,cake,netem,prio,sfq,fentry"
 
 // defaultPatterns are searched for packages with integration tests when no
 // -pkg is given.

@@ -99,6 +99,7 @@ struct sk_buff {
 	__u16 network_header;
 	__u16 transport_header;
 	unsigned int len;
+	int skb_iif;
 	__u16 queue_mapping;
 	__u8 tstamp_type : 2; /* Linux 6.11 and later */
 } __attribute__((preserve_access_index));

@@ -7,9 +7,9 @@
  * that has no slot is ignored, so memory is fixed at attach and labels stay
  * bounded.
  *
- * Every hook is a BTF-typed raw tracepoint (tp_btf, Linux 5.5): tracepoints
- * are a stable interface, and they work where fentry and kprobes do not
- * (kernels built without kprobes, or that refuse BPF trampolines).
+ * Every hook but one is a BTF-typed raw tracepoint (tp_btf, Linux 5.5):
+ * tracepoints are a stable interface, and they work where fentry and kprobes
+ * do not (kernels built without kprobes, or that refuse BPF trampolines).
  *   egress   net_dev_queue -> net_dev_start_xmit: from the skb entering
  *            __dev_queue_xmit (its TX queue picked) to its handover to the
  *            driver: the qdisc's queue, a shaper's and fq's pacing included.
@@ -20,8 +20,10 @@
  *            one open), to netif_receive_skb ("stack": the packet enters the
  *            protocol stack, after the backlog and softirq wait of the CPU
  *            that took it), tcp_probe ("socket": TCP processes it on its
- *            socket, the socket backlog included) and skb_copy_datagram_iovec
- *            ("read": the application copies it out), netstacklat's method.
+ *            socket, the socket backlog included) and the application's read
+ *            ("read": skb_copy_datagram_iovec for TCP; for UDP fentry on
+ *            skb_consume_udp, the one hook that is not a tracepoint, and is
+ *            optional), netstacklat's method.
  *   tcp      tcp_probe, on every segment a TCP socket receives: the RTT
  *            sample RACK took from the newest acknowledged segment (taken
  *            once), and the first-bytes clock; tcp_retransmit_skb counts
@@ -302,21 +304,48 @@ int BPF_PROG(rx_stack, struct sk_buff *skb)
 	return 0;
 }
 
-/* An application's read copying skb out of its socket. The reader is the
- * current task, so its network namespace is the socket's. */
-SEC("tp_btf/skb_copy_datagram_iovec")
-int BPF_PROG(rx_read, struct sk_buff *skb)
+/* The network namespace of the current task: the reader's, which is its
+ * socket's unless the reader moved (a UDP skb in a socket's queue keeps
+ * neither its socket nor its device, so the reader is what is left). */
+static __always_inline bool task_netns_ok(void)
+{
+	if (!netns_inum)
+		return true;
+	struct task_struct *task = (void *)bpf_get_current_task();
+	return BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) == netns_inum;
+}
+
+static __always_inline void rx_read(struct sk_buff *skb, __u8 want)
 {
 	__u8 proto = 0;
 
-	if (netns_inum) {
-		struct task_struct *task = (void *)bpf_get_current_task();
-		if (BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) != netns_inum)
-			return 0;
-	}
+	if (!skb->skb_iif || !task_netns_ok()) /* never received, or not ours */
+		return;
 	__u16 port = rx_port(skb, &proto);
-	if (port)
+	if (port && proto == want)
 		rx_record(skb, K_RX_READ, proto, port);
+}
+
+/* TCP's reads copy each skb out with skb_copy_datagram_iter, which has
+ * this tracepoint. */
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(rx_read_tcp, struct sk_buff *skb)
+{
+	rx_read(skb, 6);
+	return 0;
+}
+
+/* UDP copies a linear skb out without that tracepoint, and on recent
+ * kernels defers freeing it to the CPU that allocated it, so no tracepoint
+ * sees a UDP read in the reader's context. skb_consume_udp does, for every
+ * datagram delivered; fentry needs BPF trampolines, which some kernels
+ * refuse: user space then reports UDP's read stage as unavailable. */
+SEC("fentry/skb_consume_udp")
+int BPF_PROG(rx_read_udp, struct sock *sk, struct sk_buff *skb, int len)
+{
+	if (len < 0 || !netns_ok(sk))
+		return 0;
+	rx_record(skb, K_RX_READ, 17, sk->__sk_common.skc_num);
 	return 0;
 }
 
@@ -380,7 +409,9 @@ int BPF_PROG(tcp_segment, struct sock *sk, struct sk_buff *skb)
 	__u64 now_us = bpf_ktime_get_ns() / 1000;
 	__u32 n = first_count;
 	for (__u32 i = 0; i < MAX_FIRST; i++) {
-		if (i >= n || c->next != i || acked < first_n[i])
+		if (i < c->next)
+			continue;
+		if (i >= n || acked < first_n[i])
 			break;
 		if (now_us > c->start_us)
 			record(c->first + i, (now_us - c->start_us) * 1000);
