@@ -161,6 +161,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newProbeCmd(env),
 		newReflectorCmd(env),
 		newMonitorCmd(env),
+		newWatchCmd(env),
 		newLabCmd(env),
 		newSocketsCmd(env),
 	)

@@ -69,3 +69,24 @@ func TestQuantileAccuracy(t *testing.T) {
 		t.Errorf("h - empty holds %d values, want %d", d.Count(), h.Count())
 	}
 }
+
+// A row's buckets rebuild the histogram it was summarized from.
+func TestSummarizeRoundTrip(t *testing.T) {
+	var h Hist
+	for _, v := range []uint64{5, 900, 1500, 1500, 2e6, 3e9} {
+		h.Counts[Bucket(v)]++
+		h.SumNs += v
+	}
+	rows := Summarize(Snapshot{Series: []Series{{Measure: RTT, Proto: "tcp", Port: 443, Hist: h, Conns: 4}}}, 2*time.Second)
+	r := rows[0]
+	if r.Key != "rtt tcp/443" || r.Count != 6 || r.PerSecond != 3 || r.ConnsPerSecond != 2 {
+		t.Errorf("row %+v: want key rtt tcp/443, 6 values, 3/s, 2 connections/s", r)
+	}
+	back := HistOf(r)
+	if back.Counts != h.Counts {
+		t.Errorf("HistOf(row) has other counts than the histogram summarized")
+	}
+	if got, want := r.P50, float64(h.Quantile(0.5))/1e3; got != want {
+		t.Errorf("p50 %v µs, want %v", got, want)
+	}
+}

@@ -56,7 +56,7 @@ type Session struct {
 	// Hooks lists the kernel hooks attached, in order.
 	Hooks []string
 	// Unavailable says, per hook this kernel refused that the session could
-	// do without, why; its series carry the reason too.
+	// do without, why (naming the hook); its series carry the reason too.
 	Unavailable map[string]string
 	// MapBytes is the kernel memory the session's maps hold, all CPUs'
 	// copies of the histograms included.
@@ -322,7 +322,11 @@ func (s *Session) loadCollection(spec *ebpf.CollectionSpec, want []string) (*ebp
 		if s.Unavailable == nil {
 			s.Unavailable = map[string]string{}
 		}
-		reason := fmt.Sprintf("%s refused by this kernel: %s", hookOf[name], firstLine(err))
+		cause := firstLine(err)
+		if _, after, ok := strings.Cut(cause, "load program: "); ok {
+			cause = after
+		}
+		reason := fmt.Sprintf("%s: refused by this kernel (%s)", hookOf[name], cause)
 		s.Unavailable[hookOf[name]] = reason
 		for i := range s.layout {
 			if serves(&s.layout[i]) {

@@ -157,9 +157,12 @@ static __always_inline void record(__u32 slot, __u64 ns)
 	struct hist *h = bpf_map_lookup_elem(&hists, &slot);
 	if (!h)
 		return;
-	__u32 b = bucket(ns);
+	__u64 b = bucket(ns);
+	/* Older verifiers (6.1) lose the bound bucket() keeps: check it where
+	 * the compiler cannot fold the check away. */
+	barrier_var(b);
 	if (b >= NBUCKETS)
-		b = NBUCKETS - 1;
+		return;
 	h->v[b]++;
 	h->v[NBUCKETS + X_SUM] += ns;
 }
