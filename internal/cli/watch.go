@@ -179,7 +179,7 @@ loop:
 		return fmt.Errorf("watch: %w", err)
 	}
 	res := WatchResult{
-		Meta: probe.Meta{Type: "passive", Version: version.String(), Target: "this host", Start: start.UTC(), End: last.At.UTC(), Host: probe.ReadHostInfo()},
+		Meta:   probe.Meta{Type: "passive", Version: version.String(), Target: "this host", Start: start.UTC(), End: last.At.UTC(), Host: probe.ReadHostInfo()},
 		Config: cfg, Hooks: s.Hooks, Unavailable: s.Unavailable, MapBytes: s.MapBytes,
 		Seconds: last.At.Sub(first.At).Seconds(),
 		Rows:    passive.Summarize(last.Sub(first), last.At.Sub(first.At)),
