@@ -20,7 +20,7 @@ import (
 func Error(what, privilege string, unsupported, err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%s: %v (%s)", what, err, privilege)
+		return fmt.Errorf("%s: %w (%s)", what, err, privilege)
 	case errors.Is(err, unix.ENOSYS), errors.Is(err, ebpf.ErrNotSupported):
 		return fmt.Errorf("%s: this kernel has no BPF support (%v): %w", what, err, unsupported)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -128,6 +129,14 @@ func runWatch(ctx context.Context, env *Env, o *watchOptions, args []string) err
 	}
 	start := time.Now()
 	s, err := passive.Open(cfg)
+	switch {
+	case errors.Is(err, passive.ErrBadConfig):
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("watch: %w", err)}
+	case err != nil && hasTCP(cfg.Ports) && (errors.Is(err, passive.ErrUnsupported) || errors.Is(err, os.ErrPermission)):
+		// Without BPF, TCP RTT can still be sampled from tcp_info.
+		fmt.Fprintf(env.Stderr, "watch: %v; TCP RTT is sampled from tcp_info instead (egress, the receive path and first bytes need BPF)\n", err)
+		s, err = passive.OpenSampled(cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
@@ -216,6 +225,11 @@ func writeWatchTable(w io.Writer, rows []passive.Row) {
 			continue
 		}
 		rate := fmt.Sprintf("%.1f", r.PerSecond)
+		key := r.Key
+		if r.Sampled {
+			key += " (sampled)"
+			rate = fmt.Sprintf("%d samples", r.Count)
+		}
 		if r.Measure == passive.FirstBytes {
 			rate = fmt.Sprintf("%d conns", r.Count)
 		}
@@ -227,7 +241,7 @@ func writeWatchTable(w io.Writer, rows []passive.Row) {
 		if r.Measure == passive.RTT {
 			retrans = fmt.Sprint(r.Retransmits)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Key, rate, fmtUs(r.P50), fmtUs(r.P90), fmtUs(r.P99), fmtUs(r.Max), conns, retrans)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", key, rate, fmtUs(r.P50), fmtUs(r.P90), fmtUs(r.P99), fmtUs(r.Max), conns, retrans)
 		shown++
 	}
 	tw.Flush()

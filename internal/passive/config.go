@@ -11,6 +11,10 @@ import (
 // BTF, a hook the kernel lacks, no privilege. Errors of all kinds wrap it.
 var ErrUnsupported = errors.New("passive measurement not supported here")
 
+// ErrBadConfig marks a configuration that cannot be measured as given: a
+// check that failed, a device that does not exist.
+var ErrBadConfig = errors.New("bad passive configuration")
+
 // Port is one protocol and local port to measure.
 type Port struct {
 	Proto string // "tcp" or "udp"
@@ -70,8 +74,16 @@ type Config struct {
 	AllNamespaces bool
 }
 
-// Check says what is wrong with a configuration, in one line.
+// Check says what is wrong with a configuration, in one line (wrapping
+// ErrBadConfig).
 func (c Config) Check() error {
+	if err := c.check(); err != nil {
+		return fmt.Errorf("%w%.0w", err, ErrBadConfig)
+	}
+	return nil
+}
+
+func (c Config) check() error {
 	if !c.Egress && !((c.RX || c.TCP) && len(c.Ports) > 0) {
 		return errors.New("nothing to measure: egress of a device, or the receive path or TCP of a port")
 	}

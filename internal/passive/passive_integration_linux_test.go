@@ -297,8 +297,7 @@ func TestIntegrationTCPRTTAgainstProbeTCP(t *testing.T) {
 }
 
 // pinned runs f in ns on an OS thread of its own (thrown away after),
-// bound to cpu, at a nice level. The receive path's read stage knows a
-// socket's namespace by its reader's, so a reader runs in its socket's.
+// bound to cpu, at a nice level.
 func pinned(ns *testnet.NS, cpu, nice int, f func()) {
 	ns.Do(func() error {
 		var set unix.CPUSet

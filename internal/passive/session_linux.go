@@ -65,6 +65,12 @@ type Session struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	// The sampled fallback (OpenSampled): its series, and the index of
+	// each port's, kept under mu.
+	mu         sync.Mutex
+	sampled    []Series
+	sampledIdx map[uint16]int
 }
 
 type slotEntry struct {
@@ -85,7 +91,7 @@ func Open(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	if len(s.layout) == 0 {
-		return nil, errors.New("passive: no device to measure (none is up in this network namespace but loopback)")
+		return nil, fmt.Errorf("passive: no device to measure (none is up in this network namespace but loopback)%.0w", ErrBadConfig)
 	}
 	if err := s.load(entries); err != nil {
 		s.stack.Close()
@@ -166,7 +172,7 @@ func (s *Session) devices() ([]netlink.Link, error) {
 		for _, name := range s.cfg.Devices {
 			l, err := netlink.LinkByName(name)
 			if err != nil {
-				return nil, fmt.Errorf("device %s: %w", name, err)
+				return nil, fmt.Errorf("device %s: %v%.0w", name, err, ErrBadConfig)
 			}
 			out = append(out, l)
 		}
@@ -218,11 +224,18 @@ func (s *Session) programs() []string {
 
 const privilege = "passive measurement needs root: CAP_BPF and CAP_PERFMON"
 
+// Test builds replace these (testhooks.go): a kernel without BTF, a hook
+// the kernel lacks.
+var (
+	kernelBTF   = btf.LoadKernelSpec
+	adjustSpecs = func(*ebpf.CollectionSpec) {}
+)
+
 // load loads the programs the configuration needs, fills the slots and
 // attaches them; on error the caller closes the stack.
 
 func (s *Session) load(entries []slotEntry) error {
-	if _, err := btf.LoadKernelSpec(); err != nil {
+	if _, err := kernelBTF(); err != nil {
 		return fmt.Errorf("passive: the kernel's BTF (/sys/kernel/btf/vmlinux) cannot be read (%v): CO-RE needs a kernel built with CONFIG_DEBUG_INFO_BTF: %w", err, ErrUnsupported)
 	}
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
@@ -231,6 +244,7 @@ func (s *Session) load(entries []slotEntry) error {
 	if err != nil {
 		return fmt.Errorf("passive: read the embedded BPF object: %w", err)
 	}
+	adjustSpecs(spec)
 	want := s.programs()
 	keep := map[string]bool{}
 	for _, p := range want {
@@ -297,6 +311,9 @@ func (s *Session) load(entries []slotEntry) error {
 	}
 	for _, name := range want {
 		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+		if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("passive: attach %s to %s: this kernel has no such hook (%v): %w", name, hookOf[name], firstLine(err), ErrUnsupported)
+		}
 		if err != nil {
 			return bpfload.Error(fmt.Sprintf("passive: attach %s to %s", name, hookOf[name]), privilege, ErrUnsupported, err)
 		}
@@ -365,7 +382,8 @@ func loadError(err error) error {
 	what := "passive: load the BPF programs"
 	if name != "" {
 		what = fmt.Sprintf("passive: load %s (%s)", name, hookOf[name])
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, btf.ErrNotFound) {
+		missing := errors.Is(err, os.ErrNotExist) || errors.Is(err, btf.ErrNotFound) || errors.Is(err, ebpf.ErrNotSupported)
+		if missing && !errors.Is(err, unix.ENOSYS) {
 			return fmt.Errorf("%s: this kernel has no such hook (%v): %w", what, firstLine(err), ErrUnsupported)
 		}
 	}
@@ -450,6 +468,9 @@ func (s *Session) keepOffset() {
 
 // Snapshot reads every histogram, summed over CPUs.
 func (s *Session) Snapshot() (Snapshot, error) {
+	if s.hists == nil {
+		return s.sampledSnapshot(), nil
+	}
 	snap := Snapshot{At: time.Now(), Series: make([]Series, len(s.layout))}
 	var per []passiveHist
 	for i, meta := range s.layout {

@@ -20,3 +20,8 @@ func (s *Session) Snapshot() (Snapshot, error) { return Snapshot{}, ErrUnsupport
 
 // Close does nothing.
 func (s *Session) Close() error { return nil }
+
+// OpenSampled fails: it reads Linux's tcp_info.
+func OpenSampled(cfg Config) (*Session, error) {
+	return nil, fmt.Errorf("passive measurement needs Linux: %w", ErrUnsupported)
+}

@@ -55,6 +55,9 @@ type Series struct {
 	// Unavailable says why this kernel cannot measure the series (its
 	// hook was refused); its histogram stays empty. Unknown, not zero.
 	Unavailable string `json:"unavailable,omitempty"`
+	// Sampled marks a series read from tcp_info at intervals
+	// (OpenSampled), not from every ACK.
+	Sampled bool `json:"sampled,omitempty"`
 }
 
 // Key identifies a series across snapshots.

@@ -29,6 +29,7 @@ type Row struct {
 	Conns          uint64  `json:"connections,omitempty"`
 	ConnsPerSecond float64 `json:"connections_per_second,omitempty"`
 	Unavailable    string  `json:"unavailable,omitempty"`
+	Sampled        bool    `json:"sampled,omitempty"`
 	// Buckets is the raw histogram: [lower bound ns, count] of each
 	// non-empty bucket (Bucket, BucketBounds), so a result can be
 	// re-summarized later.
@@ -48,7 +49,7 @@ func Summarize(s Snapshot, d time.Duration) []Row {
 			Stage: ser.Stage, Bytes: ser.Bytes, Count: h.Count(),
 			P50: us(h.Quantile(0.5)), P90: us(h.Quantile(0.9)), P99: us(h.Quantile(0.99)),
 			Max: us(h.Max()), Mean: us(h.Mean()),
-			Retransmits: ser.Retransmits, Conns: ser.Conns, Unavailable: ser.Unavailable,
+			Retransmits: ser.Retransmits, Conns: ser.Conns, Unavailable: ser.Unavailable, Sampled: ser.Sampled,
 		}
 		if ser.Measure == Egress {
 			q := ser.Queue

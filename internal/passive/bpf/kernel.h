@@ -79,13 +79,6 @@ struct tcp_sock {
 	struct tcp_rack rack;
 } __attribute__((preserve_access_index));
 
-struct nsproxy {
-	struct net *net_ns;
-} __attribute__((preserve_access_index));
-
-struct task_struct {
-	struct nsproxy *nsproxy;
-} __attribute__((preserve_access_index));
 
 struct sk_buff {
 	union {
@@ -99,7 +92,6 @@ struct sk_buff {
 	__u16 network_header;
 	__u16 transport_header;
 	unsigned int len;
-	int skb_iif;
 	__u16 queue_mapping;
 	__u8 tstamp_type : 2; /* Linux 6.11 and later */
 } __attribute__((preserve_access_index));

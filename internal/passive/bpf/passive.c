@@ -307,34 +307,17 @@ int BPF_PROG(rx_stack, struct sk_buff *skb)
 	return 0;
 }
 
-/* The network namespace of the current task: the reader's, which is its
- * socket's unless the reader moved (a UDP skb in a socket's queue keeps
- * neither its socket nor its device, so the reader is what is left). */
-static __always_inline bool task_netns_ok(void)
-{
-	if (!netns_inum)
-		return true;
-	struct task_struct *task = (void *)bpf_get_current_task();
-	return BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) == netns_inum;
-}
-
-static __always_inline void rx_read(struct sk_buff *skb, __u8 want)
-{
-	__u8 proto = 0;
-
-	if (!skb->skb_iif || !task_netns_ok()) /* never received, or not ours */
-		return;
-	__u16 port = rx_port(skb, &proto);
-	if (port && proto == want)
-		rx_record(skb, K_RX_READ, proto, port);
-}
-
 /* TCP's reads copy each skb out with skb_copy_datagram_iter, which has
- * this tracepoint. */
+ * this tracepoint; a TCP skb in a receive queue keeps its socket. Other
+ * protocols' reads pass here too and are left out. */
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(rx_read_tcp, struct sk_buff *skb)
 {
-	rx_read(skb, 6);
+	struct sock *sk = skb->sk;
+
+	if (!sk || sk->sk_protocol != 6 || !netns_ok(sk))
+		return 0;
+	rx_record(skb, K_RX_READ, 6, sk->__sk_common.skc_num);
 	return 0;
 }
 
