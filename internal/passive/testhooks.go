@@ -22,7 +22,9 @@ import (
 // holds for the whole process.)
 func init() {
 	if os.Getenv("LOWLAT_TEST_NO_BTF") == "1" {
-		kernelBTF = func() (*btf.Spec, error) { return nil, errors.New("open /sys/kernel/btf/vmlinux: no such file or directory") }
+		kernelBTF = func() (*btf.Spec, error) {
+			return nil, errors.New("open /sys/kernel/btf/vmlinux: no such file or directory")
+		}
 	}
 	if name := os.Getenv("LOWLAT_TEST_MISSING_HOOK"); name != "" {
 		adjustSpecs = func(spec *ebpf.CollectionSpec) {
