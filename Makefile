@@ -29,17 +29,21 @@ BIN := bin/lowlat
 # in for the pinned versions ansible-test would fetch from PyPI), mtr-tiny for the path-hops lab scenario
 # (mtr beside lowlat probe path), fping and netbase (/etc/protocols) for
 # cake-autorate, the peer that bench/autorate runs beside lowlat autorate and
-# whose lab variants the tests check.
+# whose lab variants the tests check; clang, llvm and libbpf-dev to check
+# that the committed BPF objects regenerate from their C (make generate;
+# building lowlat needs none of them), bpftrace for the passive
+# measurements' peer test (the same histograms, computed by one-liners).
 DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time ca-certificates \
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
 	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny \
-	fping netbase procps pylint yamllint python3-voluptuous python3-pycodestyle
+	fping netbase procps pylint yamllint python3-voluptuous python3-pycodestyle \
+	clang llvm libbpf-dev bpftrace
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).
 # One VM: two side by side (tried) starve each other's timing-sensitive
 # lab scenarios and probes on a 2-core machine.
-VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab ./internal/pathprobe
+VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab ./internal/pathprobe ./internal/passive
 
 # Fuzz budgets are execution counts, not durations: a duration -fuzztime can
 # fail with "context deadline exceeded" at its boundary on a loaded machine
@@ -57,7 +61,7 @@ FUZZ_CPU := GOMAXPROCS=1 $(shell [ "$$(nproc)" -ge 2 ] && command -v taskset >/d
 # One fuzz target: $(FUZZ) PACKAGE -fuzz TARGET.
 FUZZ = $(FUZZ_CPU) $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -parallel 1
 
-.PHONY: build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest vm-beside late-then-fuzz ansible-sanity bench bench-lab bench-autorate clean
+.PHONY: generate check-generated build doctor man completion package test deps check unit unit-rest unit-packages unit-late fuzz vmtest vm-beside late-then-fuzz ansible-sanity bench bench-lab bench-autorate clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -103,10 +107,25 @@ deps:
 	$(GO) mod download
 	cd tools && $(GO) mod download
 
-check:
+check: check-generated
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:" $$out >&2; exit 1; fi
 	$(GO) vet ./...
+
+# The BPF programs of the passive measurements: C compiled by clang through
+# cilium/ebpf's bpf2go into an object and its Go loader, both committed so
+# that go build needs no clang.
+BPF_GENERATED := internal/passive/passive_bpfel.go internal/passive/passive_bpfel.o
+generate:
+	$(GO) generate ./internal/passive
+
+# The committed objects are what their C compiles to (clang's output is
+# reproducible: a clone elsewhere builds the same bytes).
+check-generated:
+	@tmp=$$(mktemp -d) && cp $(BPF_GENERATED) $$tmp/ && \
+	$(GO) generate ./internal/passive && \
+	for f in $(BPF_GENERATED); do cmp -s $$f $$tmp/$$(basename $$f) || { echo "$$f is not what 'make generate' builds from its C: run make generate and commit it" >&2; cp $$tmp/$$(basename $$f) $$f; rm -rf $$tmp; exit 1; }; done; \
+	rm -rf $$tmp
 
 # The package and fleet tests (test/packages) run beside the other packages'
 # tests: they mostly wait on dpkg, lintian, SSH and the gates' measurements,
