@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -580,4 +582,109 @@ func TestIntegrationFirstBytes(t *testing.T) {
 			t.Errorf("first %s: passive p50 %v, client median %v: differ by more than a bucket (1/16)", FormatBytes(n), h.Quantile(0.5), median(client[i]))
 		}
 	}
+}
+
+// bpftrace runs a bpftrace program for d in a private mount namespace with
+// tracefs mounted (its tracepoint probes read their formats there; the
+// host's mounts stay untouched) and returns the linear histogram @h, in the
+// program's units, from its JSON output.
+func bpftrace(t *testing.T, prog string, d time.Duration) map[int64]uint64 {
+	t.Helper()
+	if _, err := exec.LookPath("bpftrace"); err != nil {
+		t.Fatalf("bpftrace is not installed (make deps installs it): %v", err)
+	}
+	script := fmt.Sprintf("%s\ninterval:ms:%d { exit(); }", prog, d.Milliseconds())
+	cmd := exec.Command("unshare", "-m", "sh", "-c", `mount -t tracefs none /sys/kernel/tracing && exec bpftrace -f json -e "$0"`, script)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("bpftrace: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("bpftrace: %v", err)
+	}
+	h := map[int64]uint64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		var m struct {
+			Type string                       `json:"type"`
+			Data map[string][]json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Type != "hist" {
+			continue
+		}
+		for _, b := range m.Data["@h"] {
+			var bk struct {
+				Min   *int64 `json:"min"`
+				Count uint64 `json:"count"`
+			}
+			if json.Unmarshal(b, &bk) == nil && bk.Min != nil {
+				h[*bk.Min] += bk.Count
+			}
+		}
+	}
+	if len(h) == 0 {
+		t.Fatalf("bpftrace printed no histogram @h:\n%s", out)
+	}
+	return h
+}
+
+// medianOf is the median of a bpftrace linear histogram whose buckets are
+// step wide, as a duration (unit: one histogram unit).
+func medianOf(h map[int64]uint64, unit time.Duration) time.Duration {
+	var keys []int64
+	var n uint64
+	for k, c := range h {
+		keys = append(keys, k)
+		n += c
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	var seen uint64
+	for _, k := range keys {
+		seen += h[k]
+		if 2*seen >= n {
+			return time.Duration(k)*unit + unit/2
+		}
+	}
+	return 0
+}
+
+// The same traffic measured by bpftrace one-liners, the peer: egress
+// queueing (net_dev_queue to net_dev_start_xmit, paired by skb address as
+// the REFERENCE one-liner does) and TCP RTT (tcp_probe's srtt, bcc
+// tcprtt's quantity) have medians within 10% of lowlat's.
+func TestIntegrationPeerBpftrace(t *testing.T) {
+	testnet.HostOnly(t, "bpftrace is a host tool; the VM runs the measurements' accuracy tests")
+	p := newPair(t)
+	p.reflect(t)
+	tbf(t, p.cli, "a", 250_000, 4096, 14096)
+	s := openIn(t, p.cli, Config{Egress: true, Devices: []string{"a"}, TCP: true, Ports: []Port{{"tcp", 7431}}})
+	done := p.standingQueue(t, 10*time.Second)
+	before, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		var res probe.TCPResult
+		probeJSON(t, p.cli, &res, "tcp", reflectorAddr, "--duration", "5s", "--rate", "20")
+	}()
+	egress := make(chan map[int64]uint64, 1)
+	go func() {
+		egress <- bpftrace(t, `tracepoint:net:net_dev_queue /str(args->name) == "a"/ { @s[args->skbaddr] = nsecs; }
+tracepoint:net:net_dev_start_xmit /@s[args->skbaddr]/ { @h = lhist((nsecs - @s[args->skbaddr]) / 100000, 0, 1000, 1); delete(@s[args->skbaddr]); }`, 5*time.Second)
+	}()
+	rtt := bpftrace(t, `tracepoint:tcp:tcp_probe /args->dport == 7431/ { @h = lhist(args->srtt / 100, 0, 1000, 1); }`, 5*time.Second)
+	eg := <-egress
+	<-probed
+	after, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before)
+	within(t, "lowlat egress p50 against bpftrace's", d.Find("egress a q0").Hist.Quantile(0.5), medianOf(eg, 100*time.Microsecond), 0.10)
+	within(t, "lowlat TCP RTT p50 against bpftrace's srtt", d.Find("rtt tcp/7431").Hist.Quantile(0.5), medianOf(rtt, 100*time.Microsecond), 0.10)
 }
