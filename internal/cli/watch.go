@@ -28,6 +28,7 @@ type watchOptions struct {
 	window        time.Duration
 	json          bool
 	allNamespaces bool
+	hookStats     bool
 }
 
 func newWatchCmd(env *Env) *cobra.Command {
@@ -60,6 +61,7 @@ kernel detaches its programs with its last file descriptor.`,
 	f.DurationVar(&o.window, "window", 10*time.Second, "the live table's window")
 	f.BoolVar(&o.json, "json", false, "print the run's summary as JSON at the end (no live table)")
 	f.BoolVar(&o.allNamespaces, "all-namespaces", false, "measure the sockets of every network namespace, not only this one's")
+	f.BoolVar(&o.hookStats, "hook-stats", false, "report each hook's runs and CPU time (turns on the kernel's BPF statistics for the run, which cost every BPF program two clock reads a run)")
 	return cmd
 }
 
@@ -112,9 +114,11 @@ type WatchResult struct {
 	Hooks       []string          `json:"hooks"`
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// MapBytes is the kernel memory the measurement held.
-	MapBytes int           `json:"map_bytes"`
-	Seconds  float64       `json:"seconds"`
-	Rows     []passive.Row `json:"series"`
+	MapBytes int `json:"map_bytes"`
+	// HookStats (--hook-stats) is each hook's runs and CPU time.
+	HookStats []passive.HookStat `json:"hook_stats,omitempty"`
+	Seconds   float64            `json:"seconds"`
+	Rows      []passive.Row      `json:"series"`
 }
 
 func runWatch(ctx context.Context, env *Env, o *watchOptions, args []string) error {
@@ -141,6 +145,11 @@ func runWatch(ctx context.Context, env *Env, o *watchOptions, args []string) err
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer s.Close()
+	if o.hookStats {
+		if err := s.EnableHookStats(); err != nil {
+			return fmt.Errorf("watch: --hook-stats: %w", err)
+		}
+	}
 	first, err := s.Snapshot()
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
@@ -193,6 +202,11 @@ loop:
 		Seconds: last.At.Sub(first.At).Seconds(),
 		Rows:    passive.Summarize(last.Sub(first), last.At.Sub(first.At)),
 	}
+	if o.hookStats {
+		if res.HookStats, err = s.HookStats(); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+	}
 	if err := s.Close(); err != nil {
 		return fmt.Errorf("watch: detach: %w", err)
 	}
@@ -205,6 +219,12 @@ loop:
 	writeWatchTable(env.Stdout, res.Rows)
 	for _, why := range res.Unavailable {
 		fmt.Fprintf(env.Stdout, "\nnot measured: %s\n", why)
+	}
+	if len(res.HookStats) > 0 {
+		fmt.Fprintln(env.Stdout)
+		for _, h := range res.HookStats {
+			fmt.Fprintf(env.Stdout, "hook %s: %d runs, %.0f ns a run\n", h.Hook, h.Runs, h.NsPerRun())
+		}
 	}
 	return nil
 }

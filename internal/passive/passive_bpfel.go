@@ -21,6 +21,12 @@ type passiveConn struct {
 	Next       uint32
 }
 
+type passiveEgressDev struct {
+	_      structs.HostLayout
+	Base   uint32
+	Queues uint32
+}
+
 type passiveHist struct {
 	_ structs.HostLayout
 	V [532]uint64
@@ -28,6 +34,7 @@ type passiveHist struct {
 
 type passiveQueued struct {
 	_    structs.HostLayout
+	Skb  uint64
 	Ts   uint64
 	Slot uint32
 	Pad  uint32
@@ -52,6 +59,7 @@ type passiveSlotKey struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	passiveMapConns          = "conns"
+	passiveMapEgressDevs     = "egress_devs"
 	passiveMapHists          = "hists"
 	passiveMapQueued         = "queued"
 	passiveMapSlots          = "slots"
@@ -125,10 +133,11 @@ type passiveProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type passiveMapSpecs struct {
-	Conns  *ebpf.MapSpec `ebpf:"conns"`
-	Hists  *ebpf.MapSpec `ebpf:"hists"`
-	Queued *ebpf.MapSpec `ebpf:"queued"`
-	Slots  *ebpf.MapSpec `ebpf:"slots"`
+	Conns      *ebpf.MapSpec `ebpf:"conns"`
+	EgressDevs *ebpf.MapSpec `ebpf:"egress_devs"`
+	Hists      *ebpf.MapSpec `ebpf:"hists"`
+	Queued     *ebpf.MapSpec `ebpf:"queued"`
+	Slots      *ebpf.MapSpec `ebpf:"slots"`
 }
 
 // passiveVariableSpecs contains global variables before they are loaded into the kernel.
@@ -161,15 +170,17 @@ func (o *passiveObjects) Close() error {
 //
 // It can be passed to loadPassiveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type passiveMaps struct {
-	Conns  *ebpf.Map `ebpf:"conns"`
-	Hists  *ebpf.Map `ebpf:"hists"`
-	Queued *ebpf.Map `ebpf:"queued"`
-	Slots  *ebpf.Map `ebpf:"slots"`
+	Conns      *ebpf.Map `ebpf:"conns"`
+	EgressDevs *ebpf.Map `ebpf:"egress_devs"`
+	Hists      *ebpf.Map `ebpf:"hists"`
+	Queued     *ebpf.Map `ebpf:"queued"`
+	Slots      *ebpf.Map `ebpf:"slots"`
 }
 
 func (m *passiveMaps) Close() error {
 	return _PassiveClose(
 		m.Conns,
+		m.EgressDevs,
 		m.Hists,
 		m.Queued,
 		m.Slots,

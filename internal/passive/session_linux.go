@@ -19,7 +19,6 @@ import (
 
 // The kinds of slot keys; enum kind in bpf/passive.c.
 const (
-	kindEgress   = 1
 	kindRXStack  = 2
 	kindRXRead   = 3
 	kindTCP      = 4
@@ -62,9 +61,12 @@ type Session struct {
 	// copies of the histograms included.
 	MapBytes int
 
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+	progs map[string]*ebpf.Program // attached, by program name
+
+	egress []egressEntry // the devices whose egress is measured
 
 	// The sampled fallback (OpenSampled): its series, and the index of
 	// each port's, kept under mu.
@@ -77,6 +79,14 @@ type slotEntry struct {
 	key passiveSlotKey
 	val passiveSlot
 }
+
+type egressEntry struct {
+	ifindex uint32
+	dev     passiveEgressDev
+}
+
+// maxIfindex is the size of the egress devices' array (MAX_IFINDEX).
+const maxIfindex = 4096
 
 // Open loads and attaches the measurements cfg names, in the calling OS
 // thread's network namespace (lock the thread first to measure another).
@@ -118,18 +128,20 @@ func (s *Session) plan() ([]slotEntry, error) {
 		}
 		for _, l := range links {
 			a := l.Attrs()
-			n := a.NumTxQueues
-			if n < 1 {
-				n = 1
+			if a.Index >= maxIfindex {
+				return nil, fmt.Errorf("device %s: ifindex %d, lowlat measures egress on ifindex below %d%.0w", a.Name, a.Index, maxIfindex, ErrBadConfig)
 			}
+			n := max(a.NumTxQueues, 1)
+			dev := passiveEgressDev{Base: uint32(len(s.layout)) + 1, Queues: uint32(min(n, MaxQueues))}
 			for q := 0; q < min(n, MaxQueues); q++ {
-				add(Series{Measure: Egress, Device: a.Name, Queue: q},
-					passiveSlotKey{Kind: kindEgress, Port: uint16(q), Id: uint32(a.Index)})
+				add(Series{Measure: Egress, Device: a.Name, Queue: q})
 			}
 			if n > MaxQueues {
-				add(Series{Measure: Egress, Device: a.Name, Queue: -1},
-					passiveSlotKey{Kind: kindEgress, Port: 0xffff, Id: uint32(a.Index)})
+				add(Series{Measure: Egress, Device: a.Name, Queue: -1})
+			} else {
+				dev.Queues-- // the last queue is the highest; none beyond
 			}
+			s.egress = append(s.egress, egressEntry{uint32(a.Index), dev})
 		}
 	}
 	for _, p := range s.cfg.Ports {
@@ -255,7 +267,7 @@ func (s *Session) load(entries []slotEntry) error {
 			delete(spec.Programs, name)
 		}
 	}
-	spec.Maps["slots"].MaxEntries = uint32(len(entries))
+	spec.Maps["slots"].MaxEntries = uint32(max(len(entries), 1))
 	spec.Maps["hists"].MaxEntries = uint32(len(s.layout))
 	if !s.cfg.Egress {
 		spec.Maps["queued"].MaxEntries = 1
@@ -293,6 +305,11 @@ func (s *Session) load(entries []slotEntry) error {
 	for name, m := range coll.Maps {
 		s.MapBytes += mapBytes(name, m)
 	}
+	for _, e := range s.egress {
+		if err := coll.Maps["egress_devs"].Put(e.ifindex, e.dev); err != nil {
+			return bpfload.Error("passive: fill the egress devices map", privilege, ErrUnsupported, err)
+		}
+	}
 	slots := coll.Maps["slots"]
 	for _, e := range entries {
 		if err := slots.Put(e.key, e.val); err != nil {
@@ -319,6 +336,10 @@ func (s *Session) load(entries []slotEntry) error {
 		}
 		s.stack.Push(l)
 		s.Hooks = append(s.Hooks, hookOf[name])
+		if s.progs == nil {
+			s.progs = map[string]*ebpf.Program{}
+		}
+		s.progs[name] = coll.Programs[name]
 	}
 	return nil
 }
@@ -489,6 +510,51 @@ func (s *Session) Snapshot() (Snapshot, error) {
 		snap.Series[i] = ser
 	}
 	return snap, nil
+}
+
+// HookStat is one hook's cost: how often its program ran and for how long
+// in all, from the kernel's BPF statistics (EnableHookStats).
+type HookStat struct {
+	Hook string        `json:"hook"`
+	Runs uint64        `json:"runs"`
+	Time time.Duration `json:"time_ns"`
+}
+
+// NsPerRun is the mean cost of one run.
+func (h HookStat) NsPerRun() float64 {
+	if h.Runs == 0 {
+		return 0
+	}
+	return float64(h.Time) / float64(h.Runs)
+}
+
+// EnableHookStats turns on the kernel's BPF run-time statistics for the
+// session's life (BPF_ENABLE_STATS, Linux 5.8: every BPF program's runs then
+// cost two clock reads more, until the session closes).
+func (s *Session) EnableHookStats() error {
+	c, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		return bpfload.Error("passive: enable BPF statistics", privilege, ErrUnsupported, err)
+	}
+	s.stack.Push(c)
+	return nil
+}
+
+// HookStats reads each attached hook's statistics, in attach order.
+func (s *Session) HookStats() ([]HookStat, error) {
+	var out []HookStat
+	for _, name := range s.programs() {
+		p := s.progs[name]
+		if p == nil {
+			continue
+		}
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("passive: statistics of %s: %w", name, err)
+		}
+		out = append(out, HookStat{Hook: hookOf[name], Runs: st.RunCount, Time: st.Runtime})
+	}
+	return out, nil
 }
 
 // Close detaches everything and frees the maps.

@@ -2,7 +2,10 @@
 
 package passive
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Session is a set of attached measurements (Linux only).
 type Session struct {
@@ -25,3 +28,16 @@ func (s *Session) Close() error { return nil }
 func OpenSampled(cfg Config) (*Session, error) {
 	return nil, fmt.Errorf("passive measurement needs Linux: %w", ErrUnsupported)
 }
+
+// HookStat is one hook's cost (Linux only).
+type HookStat struct {
+	Hook string
+	Runs uint64
+	Time time.Duration
+}
+
+// EnableHookStats fails off Linux.
+func (s *Session) EnableHookStats() error { return ErrUnsupported }
+
+// HookStats is empty off Linux.
+func (s *Session) HookStats() ([]HookStat, error) { return nil, ErrUnsupported }

@@ -13,8 +13,7 @@
  *   egress   net_dev_queue -> net_dev_start_xmit: from the skb entering
  *            __dev_queue_xmit (its TX queue picked) to its handover to the
  *            driver: the qdisc's queue, a shaper's and fq's pacing included.
- *            Paired by skb address in an LRU hash, so the entries of skbs the
- *            qdisc drops age out.
+ *            Paired by skb address in a lock-free table (queued).
  *   rx       skb->tstamp, the kernel's receive timestamp (set while some
  *            socket asks for SOF_TIMESTAMPING_RX_SOFTWARE; user space keeps
  *            one open), to netif_receive_skb ("stack": the packet enters the
@@ -51,16 +50,14 @@ char LICENSE[] SEC("license") = "GPL";
 #define NO_SLOT 0xffffffff
 
 enum kind {
-	K_EGRESS = 1,
 	K_RX_STACK = 2,
 	K_RX_READ = 3,
 	K_TCP = 4,  /* rtt, retransmits, connections of a port */
 	K_RX_SOCKET = 5,
 };
 
-/* How an event finds its histogram. For K_EGRESS: port is the TX queue
- * (0xffff: the device's queues without a slot of their own), id the ifindex.
- * For K_RX_*: protocol and local port. For K_TCP: the port, id 0 when it is the
+/* How an event finds its histogram (egress: egress_devs). For K_RX_*:
+ * protocol and local port. For K_TCP: the port, id 0 when it is the
  * connection's local port and 1 when it is the remote one. */
 struct slot_key {
 	__u8 kind;
@@ -79,7 +76,9 @@ struct hist {
 	__u64 v[HIST_LEN];
 };
 
+/* An skb in a device's queue: its enqueue time and its histogram. */
 struct queued {
+	__u64 skb;
 	__u64 ts;
 	__u32 slot;
 	__u32 pad;
@@ -115,12 +114,49 @@ struct {
 	__type(value, struct hist);
 } hists SEC(".maps");
 
+/* Egress slots by ifindex, an array the verifier turns into a bounds check
+ * and an add: the egress hooks run for every packet the host sends. */
+#define MAX_IFINDEX 4096
+struct egress_dev {
+	__u32 base;   /* the slot of TX queue 0, plus one (0: not measured) */
+	__u32 queues; /* queues with a slot of their own; the rest share base+queues */
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_IFINDEX);
+	__type(key, __u32);
+	__type(value, struct egress_dev);
+} egress_devs SEC(".maps");
+
+/* The skbs in the devices' queues, in a table indexed by a hash of the skb's
+ * address rather than a hash map: no lock and no allocation on the path of
+ * every packet sent. Two skbs queued at once with the same index: the later
+ * overwrites the earlier, whose sample is lost (never misattributed: the
+ * entry names its skb). A dropped skb's entry is overwritten in time. */
+#define QUEUED_BITS 15
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << QUEUED_BITS);
+	__type(key, __u32);
 	__type(value, struct queued);
 } queued SEC(".maps");
+
+/* The skb's address as a number: the verifier allows no arithmetic but
+ * addition on a pointer, so it is read from the program's context. */
+static __always_inline __u64 skb_addr(unsigned long long *ctx)
+{
+	__u64 a = 0;
+
+	bpf_probe_read_kernel(&a, sizeof(a), &ctx[0]);
+	return a;
+}
+
+static __always_inline __u32 queued_index(__u64 skb)
+{
+	/* Fibonacci hashing: skbs are slab objects a few hundred bytes apart. */
+	return (__u32)(((skb >> 6) * 0x9E3779B97F4A7C15ULL) >> (64 - QUEUED_BITS));
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -128,6 +164,9 @@ struct {
 	__type(key, __u64);
 	__type(value, struct conn);
 } conns SEC(".maps");
+
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
 
 static __always_inline __u32 log2_u64(__u64 v)
 {
@@ -191,38 +230,47 @@ int BPF_PROG(egress_enqueue, struct sk_buff *skb)
 {
 	struct net_device *dev = skb->dev;
 
-	if (!dev || !dev_netns_ok(dev))
+	if (!dev)
 		return 0;
-	struct slot_key k = {
-		.kind = K_EGRESS,
-		.port = skb->queue_mapping,
-		.id = dev->ifindex,
-	};
-	struct slot *s = bpf_map_lookup_elem(&slots, &k);
-	if (!s) {
-		k.port = 0xffff;
-		s = bpf_map_lookup_elem(&slots, &k);
-		if (!s)
-			return 0;
-	}
-	__u64 key = (__u64)skb;
-	struct queued q = { .ts = bpf_ktime_get_ns(), .slot = s->index };
-	bpf_map_update_elem(&queued, &key, &q, BPF_ANY);
+	__u32 ifindex = dev->ifindex;
+	struct egress_dev *e = bpf_map_lookup_elem(&egress_devs, &ifindex);
+	if (!e || !e->base || !dev_netns_ok(dev))
+		return 0;
+	__u32 q = skb->queue_mapping;
+	if (q > e->queues)
+		q = e->queues;
+	__u64 addr = skb_addr(ctx);
+	__u32 i = queued_index(addr);
+	struct queued *v = bpf_map_lookup_elem(&queued, &i);
+	if (!v)
+		return 0;
+	/* skb is cleared first and set last (volatile stores stay in order,
+	 * and x86 keeps them so for other CPUs): a reader checks skb before
+	 * and after reading the rest, and so never takes another skb's time. */
+	WRITE_ONCE(v->skb, 0);
+	WRITE_ONCE(v->ts, bpf_ktime_get_ns());
+	WRITE_ONCE(v->slot, e->base - 1 + q);
+	WRITE_ONCE(v->skb, addr);
 	return 0;
 }
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(egress_xmit, struct sk_buff *skb)
 {
-	__u64 key = (__u64)skb;
-	struct queued *q = bpf_map_lookup_elem(&queued, &key);
+	__u64 addr = skb_addr(ctx);
+	__u32 i = queued_index(addr);
+	struct queued *v = bpf_map_lookup_elem(&queued, &i);
 
-	if (!q)
+	if (!v || !addr || READ_ONCE(v->skb) != addr)
 		return 0;
+	__u64 ts = READ_ONCE(v->ts);
+	__u32 slot = READ_ONCE(v->slot);
+	if (READ_ONCE(v->skb) != addr)
+		return 0;
+	WRITE_ONCE(v->skb, 0);
 	__u64 now = bpf_ktime_get_ns();
-	if (now > q->ts)
-		record(q->slot, now - q->ts);
-	bpf_map_delete_elem(&queued, &key);
+	if (now > ts)
+		record(slot, now - ts);
 	return 0;
 }
 
