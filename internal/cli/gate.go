@@ -105,7 +105,12 @@ func (g *gateRun) measure(ctx context.Context, env *Env, label string) (any, *ga
 // is an error, not a measurement: nothing is changed against it.
 func (g *gateRun) baseline(ctx context.Context, env *Env) (any, *gate.Summary, error) {
 	res, sum, err := g.measure(ctx, env, "baseline")
-	if err == nil && !sum.Has("p50") {
+	switch {
+	case err != nil:
+	case g.m.samples != nil && g.m.samples(res) < g.m.minSamples:
+		// No traffic, no proof: nothing is changed on a guess.
+		err = &ExitError{Code: ExitGateRolledBack, Err: fmt.Errorf("%w; nothing was changed", tooFew("baseline", g.m.samples(res), g.m.minSamples))}
+	case !sum.Has("p50"):
 		err = fmt.Errorf("baseline: probe %s: no replies from %s (is 'lowlat reflector' running there, and reachable?)", g.m.kind, sum.Target)
 	}
 	return res, sum, err
@@ -161,10 +166,18 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 		// force: the change may have cut the path. That is a verdict
 		// against the change, not a gate that could not decide.
 		v = gate.Verdict{Reason: "the probe failed with the change in force: " + err.Error()}
+	case g.m.samples != nil && g.m.samples(afterRes) < g.m.minSamples:
+		v = gate.Verdict{Reason: tooFew("after the change", g.m.samples(afterRes), g.m.minSamples).Error()}
 	default:
 		v = gate.Decide(before, after, g.policy)
 	}
 	out := &gateOutcome{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason, Rows: v.Rows, Before: beforeRes, After: afterRes, Notes: g.m.notes}
+	if g.m.compare != nil && beforeRes != nil && afterRes != nil {
+		out.Notes = append(out.Notes[:len(out.Notes):len(out.Notes)], g.m.compare(beforeRes, afterRes)...)
+	}
+	if r, ok := afterRes.(interface{ GateNotes() []string }); ok {
+		out.Notes = append(out.Notes[:len(out.Notes):len(out.Notes)], r.GateNotes()...)
+	}
 	ev := journal.Evidence{Probe: g.prove, SLO: g.gateFlags.slo, Keep: v.Keep, Reason: v.Reason}
 	if after != nil {
 		ev.After = figures(after)

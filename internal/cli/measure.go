@@ -28,6 +28,12 @@ type measurement struct {
 	config any
 	// notes say what the probe's figures cannot tell, shown with them.
 	notes []string
+	// For the passive measurement: how many values a window holds, the
+	// fewest a gate may judge, and the notes that compare two windows'
+	// traffic (nil for the probes, whose volume is their own).
+	samples    func(res any) uint64
+	minSamples uint64
+	compare    func(before, after any) []string
 }
 
 // reflectorKinds are the probe kinds that measure toward a lowlat
@@ -35,7 +41,7 @@ type measurement struct {
 // icmp toward any host that answers ping.
 var (
 	reflectorKinds = []string{"udp", "tcp", "crr", "load"}
-	measureKinds   = append(slices.Clone(reflectorKinds), "icmp")
+	measureKinds   = append(slices.Clone(reflectorKinds), "icmp", "passive")
 )
 
 // parseMeasurement parses a --prove value. Every error is a usage error
@@ -49,7 +55,7 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 		return nil, usage(err)
 	}
 	if len(args) == 0 {
-		return nil, usage(fmt.Errorf("want a probe: %s HOST:PORT [probe flags], or icmp HOST [probe flags]", strings.Join(reflectorKinds, "|")))
+		return nil, usage(fmt.Errorf("want a probe: %s HOST:PORT [probe flags], icmp HOST [probe flags], or passive port:N|egress IF|rx port:N [--for D]", strings.Join(reflectorKinds, "|")))
 	}
 	m := &measurement{spec: spec, kind: args[0]}
 	fs := pflag.NewFlagSet("probe "+m.kind, pflag.ContinueOnError)
@@ -117,6 +123,10 @@ func parseMeasurement(env *Env, flag, spec string) (*measurement, error) {
 			m.config = cfg
 			return err
 		}
+	case "passive":
+		// The host's own traffic, measured in the kernel: no probe, no
+		// reflector; the target is what to judge, in one or two words.
+		return parsePassive(m, args[1:], usage)
 	default:
 		return nil, usage(fmt.Errorf("unknown probe %q (want %s)", m.kind, strings.Join(measureKinds, ", ")))
 	}

@@ -62,6 +62,9 @@ func runProve(ctx context.Context, env *Env, o *proveOptions, args []string) err
 	if len(g.slo) == 0 && o.baseline == "" {
 		return &ExitError{Code: 2, Err: errors.New("prove: nothing to judge by: give --slo, or --baseline FILE (a 'lowlat probe ... -o FILE' result from before the change)")}
 	}
+	if g.m.kind == "passive" && o.baseline != "" {
+		return &ExitError{Code: 2, Err: errors.New("prove: --baseline: a passive window is measured on this host's traffic, before the change, by apply --prove; prove judges a passive window by --slo alone")}
+	}
 	var beforeRes any
 	var before *gate.Summary
 	if o.baseline != "" {

@@ -43,7 +43,7 @@ func (d metricDef) clip(x float64) float64 {
 	return x
 }
 
-var allKinds = []string{"udp", "tcp", "crr", "load", "icmp"}
+var allKinds = []string{"udp", "tcp", "crr", "load", "icmp", "passive"}
 
 // metrics is every metric a gate can judge, by SLO name.
 var metrics = map[string]metricDef{}

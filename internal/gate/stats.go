@@ -29,7 +29,12 @@ func quantileCI(h *hdrhistogram.Histogram, bs []hdrhistogram.Bar, q float64) (v,
 	if n == 0 {
 		return math.NaN(), math.NaN(), math.NaN()
 	}
-	v = float64(h.ValueAtQuantile(q * 100))
+	return barsQuantileCI(n, float64(h.ValueAtQuantile(q*100)), bs, q)
+}
+
+// barsQuantileCI is quantileCI for any histogram: n values in the buckets
+// bs, whose q-quantile is v.
+func barsQuantileCI(n, v float64, bs []hdrhistogram.Bar, q float64) (_, lo, hi float64) {
 	half := z * math.Sqrt(n*q*(1-q))
 	rlo := int64(max(1, math.Floor(n*q-half)))
 	rhi := int64(min(n, math.Ceil(n*q+half)+1))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/lowlat/lowlat/internal/passive"
 	"github.com/lowlat/lowlat/internal/probe"
 )
 
@@ -105,6 +106,12 @@ func Summarize(result any) (*Summary, error) {
 		s.increase()
 		err = s.rpm(r.Histograms["loaded_rtt_ns"], r.RPM)
 		s.goodput(r.Goodput, r.GoodputSamples)
+	case *passive.GateResult:
+		// The host's real traffic, from the kernel's histograms: latency
+		// only, and the noise of its fifths.
+		s.Kind, s.Target = "passive", r.Target
+		s.passiveLatency(passive.HistOf(r.Hist))
+		s.passiveBlocks(r.Blocks)
 	default:
 		return nil, fmt.Errorf("gate: cannot judge a %T", result)
 	}
@@ -181,6 +188,56 @@ func (s *Summary) latency(prefix, enc string) error {
 		s.put(prefix+"mean", v/1e6, lo/1e6, hi/1e6, n)
 	}
 	return nil
+}
+
+// passiveLatency adds the percentiles and mean of a passive histogram, in
+// ms. Its intervals come from order statistics as the probes' do, widened
+// to the edges of the histogram's buckets (1/16 of the value wide), so a
+// difference inside one bucket is never "worse".
+func (s *Summary) passiveLatency(h passive.Hist) {
+	n := h.Count()
+	if n == 0 {
+		return
+	}
+	var bs []hdrhistogram.Bar
+	var sum2 float64
+	for b, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		lo, hi := passive.BucketBounds(b)
+		bs = append(bs, hdrhistogram.Bar{From: int64(lo), To: int64(hi), Count: int64(c)})
+		mid := float64(lo+hi) / 2
+		sum2 += float64(c) * mid * mid
+	}
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50", .50}, {"p90", .90}, {"p99", .99}, {"p999", .999}, {"max", 1 - 1/float64(n)}} {
+		v, lo, hi := barsQuantileCI(float64(n), float64(h.Quantile(p.q)), bs, p.q)
+		if p.name == "max" {
+			v = float64(h.Max())
+			hi = max(hi, v)
+		}
+		s.put(p.name, v/1e6, lo/1e6, hi/1e6, int64(n))
+	}
+	mean := float64(h.SumNs) / float64(n)
+	se := math.Sqrt(max(0, sum2/float64(n)-mean*mean)) / math.Sqrt(float64(n))
+	s.put("mean", mean/1e6, max(0, mean-z*se)/1e6, (mean+z*se)/1e6, int64(n))
+}
+
+// passiveBlocks records the noise of a passive window's fifths, as batches
+// does for a probe's.
+func (s *Summary) passiveBlocks(rows []passive.Row) {
+	b := &probe.Batches{}
+	for _, r := range rows {
+		b.Count = append(b.Count, int64(r.Count))
+		b.P50 = append(b.P50, r.P50)
+		b.P90 = append(b.P90, r.P90)
+		b.P99 = append(b.P99, r.P99)
+		b.Mean = append(b.Mean, r.Mean)
+	}
+	s.batches("", b)
 }
 
 // batches records the run-to-run noise of the percentiles, the mean, the
