@@ -878,3 +878,76 @@ func TestMonitorSurvivesEarlyHangups(t *testing.T) {
 		t.Error("the monitor did not end 10 s after SIGTERM")
 	}
 }
+
+// TestIntegrationMonitorPassive: a monitor with a [passive] section exports
+// the host's real-traffic histograms, native and classic, with bounded
+// labels; Debian's Prometheus scrapes them, its quantile of the native
+// histogram agrees with lowlat's own egress figure (a standing queue on
+// mc0), lowlat's recording rules evaluate on them, and promtool finds
+// nothing to say about the scrape.
+func TestIntegrationMonitorPassive(t *testing.T) {
+	testnet.HostOnly(t, "Prometheus and promtool are host tools; the VM runs the measurements themselves (internal/passive)")
+	w := newMonitorWorld(t)
+	if out, err := w.client.Command("tc", "qdisc", "add", "dev", "mc0", "root", "tbf", "rate", "4mbit", "burst", "4096", "latency", "30ms").CombinedOutput(); err != nil {
+		t.Fatalf("tc: %v\n%s", err, out)
+	}
+	w.reflector()
+	_, metrics := w.monitor(fmt.Sprintf("[[target]]\nname = \"r\"\nkind = \"tcp\"\naddress = %q\ninterval = \"50ms\"\ntimeout = \"2s\"\n"+
+		"[passive]\ndevices = [\"mc0\"]\nports = [\"tcp/7431\"]\n", monServer+":7431"))
+	// A Prometheus with native histograms takes them alone; one without
+	// reads the classic buckets, and runs the rules.
+	prom := w.prometheus("prom-passive-native", true, false, metrics)
+	classic := w.prometheus("prom-passive-classic", false, true, metrics)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	loadDone := w.blast(ctx, 5e6, 1000, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	from := time.Now()
+	time.Sleep(12 * time.Second)
+	to := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+
+	_, body, err := w.get(metrics, "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`lowlat_host_egress_queue_seconds_bucket{device="mc0",queue="0",le=`, `lowlat_tcp_rtt_seconds_count{port="7431"}`,
+		`lowlat_tcp_retransmits_total{port="7431"}`, `lowlat_tcp_connections_total{port="7431"}`, `lowlat_host_receive_seconds_bucket{port="7431",proto="tcp",stage="read"`, `lowlat_passive_up 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found (make deps installs prometheus)")
+	}
+	lint := exec.Command(promtool, "check", "metrics")
+	lint.Stdin = strings.NewReader(body)
+	if out, err := lint.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+	cancel()
+	if err := <-loadDone; err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	window := fmt.Sprintf("%ds", int(to.Sub(from).Seconds()))
+	nat := w.query(prom, fmt.Sprintf(`histogram_quantile(0.5, sum(increase(lowlat_host_egress_queue_seconds{device="mc0"}[%s])))`, window), to)
+	cls := w.query(classic, fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (increase(lowlat_host_egress_queue_seconds_bucket{device="mc0"}[%s])))`, window), to)
+	t.Logf("egress queueing median of mc0 over %s: native %.2f ms, classic %.2f ms", window, nat*1e3, cls*1e3)
+	// The tbf holds 30 ms of queue plus its burst: 20-45 ms.
+	if math.IsNaN(nat) || nat < 0.020 || nat > 0.045 {
+		t.Errorf("native histogram median %.2f ms, want the standing queue's 20-45 ms", nat*1e3)
+	}
+	lo := math.Exp2(math.Floor(math.Log2(nat*1e9))) / 1e9
+	if math.IsNaN(cls) || cls < lo || cls > 2*lo {
+		t.Errorf("classic buckets' median %.2f ms outside the native median's doubling %.1f..%.1f ms", cls*1e3, lo*1e3, 2*lo*1e3)
+	}
+	for _, rule := range []string{`device:lowlat_host_egress_queue_seconds:p99_5m{device="mc0"}`, `port:lowlat_tcp_rtt_seconds:p50_5m{port="7431"}`} {
+		if v := w.query(classic, rule, to); math.IsNaN(v) || v <= 0 {
+			t.Errorf("%s: %v (rules did not evaluate on the passive series)", rule, v)
+		}
+	}
+	if rtt := w.query(classic, `port:lowlat_tcp_rtt_seconds:p50_5m{port="7431"}`, to); rtt < 0.015 {
+		t.Errorf("the TCP target's RTT p50 %.1f ms across a 30 ms queue", rtt*1e3)
+	}
+}

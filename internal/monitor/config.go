@@ -15,6 +15,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/lowlat/lowlat/internal/autorate"
+	"github.com/lowlat/lowlat/internal/passive"
 	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/probe"
 )
@@ -48,6 +49,36 @@ type Config struct {
 	// <device>.json each); "": autorate.RunDir.
 	AutorateDir string
 	Targets     []Target
+	// Passive is the [passive] section: what the monitor measures of the
+	// host's real traffic in the kernel; nil: nothing.
+	Passive *PassiveConfig
+}
+
+// PassiveConfig is the [passive] section. Devices and ports come from the
+// config, never from the traffic, so the series' labels stay bounded.
+type PassiveConfig struct {
+	Devices    []string
+	Ports      []passive.Port
+	FirstBytes []uint64
+	Pos        Pos
+}
+
+// Session is the passive session the section asks for.
+func (p *PassiveConfig) Session() passive.Config {
+	c := passive.Config{Egress: len(p.Devices) > 0, Devices: p.Devices, Ports: p.Ports, FirstBytes: p.FirstBytes}
+	if len(p.Ports) > 0 {
+		c.RX, c.TCP = true, true
+	}
+	return c
+}
+
+// same reports whether two sections measure the same (a reload keeps the
+// session, and its counters).
+func (p *PassiveConfig) same(q *PassiveConfig) bool {
+	if p == nil || q == nil {
+		return p == q
+	}
+	return fmt.Sprint(p.Devices, p.Ports, p.FirstBytes) == fmt.Sprint(q.Devices, q.Ports, q.FirstBytes)
 }
 
 // Target is one [[target]].
@@ -146,7 +177,15 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		switch e.Kind {
 		case unstable.Table:
 			parts, pos := p.key(e)
-			return nil, errAt(pos, "unknown table [%s] (targets are [[target]])", strings.Join(parts, "."))
+			if len(parts) != 1 || parts[0] != "passive" || c.Passive != nil {
+				if c.Passive != nil && len(parts) == 1 && parts[0] == "passive" {
+					return nil, errAt(pos, "[passive] twice")
+				}
+				return nil, errAt(pos, "unknown table [%s] (targets are [[target]]; the host's own traffic is [passive])", strings.Join(parts, "."))
+			}
+			c.Passive = &PassiveConfig{Pos: pos}
+			cur = nil
+			p.seen = map[string]bool{}
 		case unstable.ArrayTable:
 			parts, pos := p.key(e)
 			if len(parts) != 1 || parts[0] != "target" {
@@ -168,9 +207,12 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			v := e.Value()
 			vpos := p.pos(v.Raw, pos)
 			var err error
-			if cur == nil {
+			switch {
+			case cur == nil && c.Passive != nil:
+				err = p.passive(c.Passive, key, v)
+			case cur == nil:
 				err = p.top(c, key, v, vpos)
-			} else {
+			default:
 				cur.keys[key] = vpos
 				err = p.target(cur, key, v, vpos)
 			}
@@ -192,6 +234,11 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			return nil, errAt(p.pos(p.toml.Range(pe.Highlight), Pos{File: file}), "TOML syntax: %s", pe.Message)
 		}
 		return nil, errAt(Pos{File: file}, "TOML syntax: %v", err)
+	}
+	if c.Passive != nil {
+		if err := c.Passive.Session().Check(); err != nil {
+			return nil, errAt(c.Passive.Pos, "[passive]: %v", err)
+		}
 	}
 	for i := range c.Targets {
 		t := &c.Targets[i]
@@ -288,6 +335,59 @@ type cparser struct {
 	file string
 	toml unstable.Parser
 	seen map[string]bool
+}
+
+// passive reads a key of the [passive] section.
+func (p *cparser) passive(c *PassiveConfig, key string, v *unstable.Node) error {
+	list, err := strList(v)
+	if err != nil {
+		return err
+	}
+	switch key {
+	case "devices":
+		c.Devices = list
+	case "ports":
+		c.Ports = nil
+		for _, s := range list {
+			ps, err := passive.ParsePorts(s)
+			if err != nil {
+				return err
+			}
+			c.Ports = append(c.Ports, ps...)
+		}
+		if len(c.Ports) > 64 {
+			return fmt.Errorf("%d ports: at most 64 (each is a set of series)", len(c.Ports))
+		}
+	case "first_bytes":
+		c.FirstBytes = nil
+		for _, s := range list {
+			n, err := passive.ParseBytes(s)
+			if err != nil {
+				return err
+			}
+			c.FirstBytes = append(c.FirstBytes, n)
+		}
+	default:
+		return unknownKey{known: "(known in [passive]: devices, ports, first_bytes)"}
+	}
+	return nil
+}
+
+// strList reads an array of strings.
+func strList(v *unstable.Node) ([]string, error) {
+	if v.Kind != unstable.Array {
+		return nil, fmt.Errorf("want an array of strings, got %s", kindName(v.Kind))
+	}
+	var out []string
+	it := v.Children()
+	for it.Next() {
+		s, err := str(it.Node())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func (p *cparser) pos(r unstable.Range, def Pos) Pos {

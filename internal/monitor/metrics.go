@@ -155,6 +155,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Unlock()
 	// Files, read without the lock.
 	collectAutorate(ch, m.readAutorate(cfg.autorateDir()))
+	m.passive.collect(ch)
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

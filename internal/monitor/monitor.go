@@ -77,6 +77,9 @@ type Monitor struct {
 	// to read, so each is logged once (readAutorate).
 	arMu  sync.Mutex
 	arBad map[string]bool
+
+	// passive is the [passive] section's session.
+	passive passiveState
 }
 
 // state is what the doctor and journal loops last published.
@@ -125,7 +128,9 @@ func (m *Monitor) Run(ctx context.Context, l net.Listener) error {
 	for i := range m.cfg.Targets {
 		m.start(&m.cfg.Targets[i], nil)
 	}
+	m.passive.open(m.cfg.Passive, m.opts.Logf)
 	m.mu.Unlock()
+	defer m.passive.close()
 
 	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
 	serveErr := make(chan error, 1)
@@ -184,6 +189,9 @@ func (m *Monitor) Reload(cfg *Config) {
 		case m.doctorC <- struct{}{}:
 		default:
 		}
+	}
+	if m.ctx != nil {
+		m.passive.open(cfg.Passive, m.opts.Logf)
 	}
 	m.cfg = cfg
 	m.state.reloadErr = ""
