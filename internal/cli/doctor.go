@@ -14,6 +14,7 @@ import (
 	"github.com/lowlat/lowlat/internal/doctor"
 	"github.com/lowlat/lowlat/internal/host"
 	"github.com/lowlat/lowlat/internal/knob"
+	"github.com/lowlat/lowlat/internal/passive"
 	"github.com/lowlat/lowlat/internal/pathprobe"
 	"github.com/lowlat/lowlat/internal/plan"
 	"github.com/lowlat/lowlat/internal/report"
@@ -44,6 +45,9 @@ type doctorOptions struct {
 	json   bool
 	window time.Duration
 	path   string
+	ports  listFlag
+	// sampled: --sample was given, so the real traffic is measured too.
+	sampled bool
 }
 
 func newDoctorCmd(env *Env) *cobra.Command {
@@ -52,13 +56,17 @@ func newDoctorCmd(env *Env) *cobra.Command {
 		Use:   "doctor",
 		Short: "diagnose what on this host (or a capture) adds network latency",
 		Args:  noArgs,
-		RunE:  runWith(env, &o, runDoctor),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.sampled = cmd.Flags().Changed("sample")
+			return runDoctor(cmd.Context(), env, &o, args)
+		},
 	}
 	f := cmd.Flags()
 	o.src.register(f)
 	o.plan.register(f)
 	f.BoolVar(&o.json, "json", false, "print JSON")
-	f.DurationVar(&o.window, "sample", doctor.DefaultSampleWindow, "watch NIC drop counters and softirq load on this host for `duration` (0: off; a longer look catches rarer drops)")
+	f.DurationVar(&o.window, "sample", doctor.DefaultSampleWindow, "watch NIC drop counters and softirq load on this host for `duration` (0: off; a longer look catches rarer drops); given explicitly, also measure the real traffic in the kernel (eBPF) over it: egress queueing, and the receive path and TCP of the listening ports or --port")
+	f.Var(&o.ports, "port", "with --sample, the ports whose receive path and TCP to measure (tcp/N, udp/N, N; default: the TCP ports listening)")
 	f.StringVar(&o.path, "path", "", "also probe the path to `HOST[:PORT]` hop by hop (UDP, 10 probes per hop) and say where delay or loss starts")
 	return cmd
 }
@@ -95,6 +103,15 @@ func runDoctor(ctx context.Context, env *Env, o *doctorOptions, args []string) e
 			return err
 		}
 		opts.Plan = pl
+	}
+	if o.sampled && o.window > 0 && o.src.from == "" && o.src.root == "" {
+		traffic, err := startTraffic(f, o.ports, o.window)
+		if err != nil {
+			return err
+		}
+		opts.Traffic = traffic
+	} else if len(o.ports) > 0 {
+		return &ExitError{Code: ExitUsage, Err: errors.New("doctor: --port goes with --sample on this host (the ports whose real traffic to measure)")}
 	}
 	rep := doctor.Run(f, opts)
 	h := summarizeHost(f)
@@ -169,4 +186,54 @@ func renderDoctor(env *Env, rep *doctor.Report, h doctorHost, pl *plan.Plan) {
 	if pl == nil {
 		fmt.Fprintln(env.Stdout, "Next: 'lowlat plan --profile NAME' shows what a profile would change ('lowlat profile list').")
 	}
+}
+
+// startTraffic attaches the real-traffic measurement for doctor --sample:
+// egress of every device that is up, the receive path and TCP of ports (or
+// of the TCP ports the socket audit found listening, at most 16). It
+// returns the function that ends it after the doctor's window. A bad
+// --port is a usage error; a kernel that refuses BPF is a not-checked row.
+func startTraffic(f *host.Facts, ports []string, window time.Duration) (func() *doctor.TrafficSample, error) {
+	cfg := passive.Config{Egress: true}
+	for _, p := range ports {
+		ps, err := passive.ParsePorts(p)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("doctor: --port: %w", err)}
+		}
+		cfg.Ports = append(cfg.Ports, ps...)
+	}
+	if len(ports) == 0 && f.Sockets != nil {
+		seen := map[uint16]bool{}
+		for _, p := range f.Sockets.Processes {
+			for _, l := range p.Listeners {
+				if !seen[l.Port] && len(seen) < 16 {
+					seen[l.Port] = true
+					cfg.Ports = append(cfg.Ports, passive.Port{Proto: "tcp", Port: l.Port})
+				}
+			}
+		}
+	}
+	if len(cfg.Ports) > 0 {
+		cfg.RX, cfg.TCP = true, true
+	}
+	s, err := passive.Open(cfg)
+	if err != nil {
+		msg := err.Error()
+		return func() *doctor.TrafficSample { return &doctor.TrafficSample{Window: window, Err: msg} }, nil
+	}
+	first, err := s.Snapshot()
+	if err != nil {
+		s.Close()
+		msg := err.Error()
+		return func() *doctor.TrafficSample { return &doctor.TrafficSample{Window: window, Err: msg} }, nil
+	}
+	return func() *doctor.TrafficSample {
+		defer s.Close()
+		last, err := s.Snapshot()
+		if err != nil {
+			return &doctor.TrafficSample{Window: window, Err: err.Error()}
+		}
+		d := last.At.Sub(first.At)
+		return &doctor.TrafficSample{Window: d.Round(time.Millisecond), Rows: passive.Summarize(last.Sub(first), d), Unavailable: s.Unavailable}
+	}, nil
 }

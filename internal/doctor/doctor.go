@@ -53,6 +53,10 @@ type Check struct {
 
 // Options tune a doctor run.
 type Options struct {
+	// Traffic, with doctor --sample on a live host, ends the real-traffic
+	// measurement begun before Run and returns it; nil: none (nothing is
+	// attached to the kernel without --sample).
+	Traffic func() *TrafficSample
 	// Plan, when a profile was given, adds a finding per knob the profile
 	// would still change.
 	Plan *plan.Plan
@@ -106,6 +110,18 @@ func Run(f *host.Facts, o Options) *Report {
 	}
 	if o.Path != nil {
 		rep.Findings = append(rep.Findings, PathFinding(o.Path))
+	}
+	if o.Traffic != nil {
+		// After the sampler's window, over which the traffic was measured.
+		rep.Checks.Run++
+		fs := TrafficFindings(f, o.Traffic())
+		switch {
+		case len(fs) == 0:
+			rep.Checks.Passed++
+		case allNotChecked(fs):
+			rep.Checks.NotChecked++
+		}
+		rep.Findings = append(rep.Findings, fs...)
 	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		return rank(rep.Findings[i].Severity) > rank(rep.Findings[j].Severity)
