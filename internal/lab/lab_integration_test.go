@@ -245,6 +245,20 @@ func TestIntegrationNagleSmallMessages(t *testing.T) {
 	if len(r.Variants) != 5 {
 		t.Fatalf("%d variants ran, want 5", len(r.Variants))
 	}
+	// The passive figure beside the active one: the client's own RTT
+	// samples carry the server's delayed ACK (runbook 001's request P99)
+	// until TCP_NODELAY removes it.
+	for _, c := range []struct {
+		v        int
+		min, max float64
+	}{{0, 35, 1e9}, {2, 0, 5}} {
+		v := r.Variants[c.v]
+		d, _ := v.Metrics["derived"].(map[string]float64)
+		got, ok := d["passive_rtt_p99_ms"]
+		if !ok || got < c.min || got > c.max {
+			t.Errorf("%s: passive RTT p99 %v ms (measured: %v), want %v..%v ms", v.Name, got, ok, c.min, c.max)
+		}
+	}
 	// realtime-tcp was applied by the engine and rolled back: it changed
 	// sysctls in the client namespace.
 	if v := r.Variants[1]; len(v.Changes) == 0 {

@@ -272,7 +272,10 @@ func runVariant(e *env, tmp string) (vr *VariantResult, err error) {
 		return vr, err
 	}
 	m := measurers[e.sc.Name]
-	if err := m(e, vr); err != nil {
+	stopPassive := watchPassive(e, vr)
+	err = m(e, vr)
+	stopPassive()
+	if err != nil {
 		if e.ctx.Err() != nil {
 			return vr, e.ctx.Err()
 		}

@@ -29,6 +29,9 @@ type Scenario struct {
 	Key []Expect
 	// Estimate is the rough wall time of a run on a host kernel.
 	Estimate time.Duration
+	// Passive is what the scenario measures of its real traffic in the
+	// kernel beside the active probes (lowlat watch's view); nil: nothing.
+	Passive *PassiveLook
 }
 
 // Variant is the baseline (Fix nil, App zero) or one fix.

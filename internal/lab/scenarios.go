@@ -81,7 +81,10 @@ func init() {
 			{Metric: "derived.loaded_p50_ms", Unit: "ms", Desc: "RTT p50 under upload"},
 			{Metric: "derived.loaded_p99_ms", Unit: "ms", Desc: "RTT p99 under upload"},
 			{Metric: "derived.goodput_up_mbps", Unit: "Mbit/s", Desc: "upload goodput"},
+			{Metric: "derived.passive_rtt_p50_ms", Unit: "ms", Desc: "passive: the uploads' own TCP RTT p50 (kernel, real ACKs)"},
+			{Metric: "derived.passive_rtt_p99_ms", Unit: "ms", Desc: "passive: the uploads' own TCP RTT p99"},
 		},
+		Passive: passiveRTT(false, ReflectorPort),
 		Variants: []Variant{
 			{Name: "baseline", Desc: "no fix: the provider's buffer fills",
 				Expect: []Expect{{Metric: "derived.loaded_p99_ms", Op: ">=", Value: 4000, Unit: "ms",
@@ -129,7 +132,10 @@ func init() {
 		Key: []Expect{
 			{Metric: "derived.p50_ms", Unit: "ms", Desc: "request RTT p50"},
 			{Metric: "derived.p99_ms", Unit: "ms", Desc: "request RTT p99"},
+			{Metric: "derived.passive_rtt_p50_ms", Unit: "ms", Desc: "passive: the client's TCP RTT samples p50 (the server's delayed ACK shows in them)"},
+			{Metric: "derived.passive_rtt_p99_ms", Unit: "ms", Desc: "passive: the client's TCP RTT samples p99"},
 		},
+		Passive: passiveRTT(false, ReflectorPort),
 		Variants: []Variant{
 			{Name: "baseline", Desc: "Nagle on both ends (no TCP_NODELAY)", App: App{Nagle: true},
 				Expect: []Expect{{Metric: "derived.p50_ms", Op: ">=", Value: 35, Unit: "ms", Desc: "runbook 001's stall: Linux delays the ACK the second write waits for by at least 40 ms (p50 ≥ 35 ms)"}}},
@@ -214,7 +220,10 @@ func init() {
 			{Metric: "derived.last_byte_300k_ms", Unit: "ms", Desc: "300 KB p50"},
 			{Metric: "derived.last_byte_1m_ms", Unit: "ms", Desc: "1 MB p50"},
 			{Metric: "derived.last_byte_1m_rtts", Unit: "RTT", Desc: "1 MB in RTTs"},
+			{Metric: "derived.passive_first_300k_ms", Unit: "ms", Desc: "passive: server's time to deliver the first 300 KB, mean (SYN to ACK)"},
+			{Metric: "derived.passive_first_1m_ms", Unit: "ms", Desc: "passive: server's time to deliver the first 1 MB, mean"},
 		},
+		Passive: passiveFirstBytes(ReflectorPort),
 		Variants: []Variant{
 			{Name: "baseline", Desc: "initcwnd 10 (kernel default), no server TFO",
 				Expect: []Expect{{Metric: "derived.last_byte_1m_rtts", Op: "between", Value: 7, Max: 9, Unit: "RTT",
@@ -266,6 +275,7 @@ func init() {
 		{Metric: "derived.game_idle_p50_ms", Unit: "ms", Desc: "game RTT p50, idle"},
 		{Metric: "derived.game_loaded_p99_ms", Unit: "ms", Desc: "game RTT p99 under the download"},
 		{Metric: "derived.bulk_mbps", Unit: "Mbit/s", Desc: "bulk download goodput"},
+		{Metric: "derived.passive_egress_p99_ms", Unit: "ms", Desc: "passive: egress queueing p99 of every packet the server's NIC sends (kernel)"},
 	}
 	register(&Scenario{
 		Name: "game-egress", Runbook: "000",
@@ -281,6 +291,7 @@ func init() {
 		},
 		Estimate: 50 * time.Second,
 		Key:      gameMetrics,
+		Passive:  passiveEgress(),
 		Variants: []Variant{
 			{Name: "baseline", Desc: "default FIFO at the server's egress",
 				Expect: []Expect{{Metric: "derived.server_queueing_p99_ms", Op: ">=", Value: 10, Unit: "ms",
