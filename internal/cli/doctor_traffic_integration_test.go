@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/doctor"
+	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 type doctorJSON struct {
@@ -32,6 +33,7 @@ func findingsOf(t *testing.T, r result) doctorJSON {
 // evidence and the fix. Without --sample the check does not run, and
 // nothing is attached.
 func TestIntegrationDoctorSampleTraffic(t *testing.T) {
+	testnet.HostOnly(t, "doctor's judgement; the egress measurement it reads is tested on the stock kernel in internal/passive")
 	w := newGateWorld(t, false)
 	if out, err := w.ns.Command("tc", "qdisc", "add", "dev", "up0", "root", "tbf", "rate", "400kbit", "burst", "4kb", "latency", "100ms").CombinedOutput(); err != nil {
 		t.Fatalf("tc: %v\n%s", err, out)
