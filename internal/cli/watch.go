@@ -16,6 +16,7 @@ import (
 
 	"github.com/lowlat/lowlat/internal/passive"
 	"github.com/lowlat/lowlat/internal/probe"
+	"github.com/lowlat/lowlat/internal/sockops"
 	"github.com/lowlat/lowlat/internal/version"
 )
 
@@ -29,6 +30,8 @@ type watchOptions struct {
 	json          bool
 	allNamespaces bool
 	hookStats     bool
+	cgroup        string
+	service       string
 }
 
 func newWatchCmd(env *Env) *cobra.Command {
@@ -57,6 +60,8 @@ kernel detaches its programs with its last file descriptor.`,
 	f.Var(&o.ifaces, "iface", "measure the egress queueing of `IF` (repeatable; default: every device that is up but loopback)")
 	f.Var(&o.ports, "port", "measure the receive path, and for TCP the RTT, retransmits and connections, of `PORT` (tcp/N, udp/N, or N for both; repeatable)")
 	f.Var(&o.firstBytes, "first-bytes", "time the delivery of the first `N` bytes of each connection the TCP ports accept (e.g. 300KB,1MB; at most 4)")
+	f.StringVar(&o.cgroup, "cgroup", "", "also measure TCP (RTT, retransmits, connections) of every socket of the cgroup v2 `PATH` (below the hierarchy's root), whatever its ports")
+	f.StringVar(&o.service, "service", "", "as --cgroup, for the systemd service `NAME`'s cgroup")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	f.DurationVar(&o.window, "window", 10*time.Second, "the live table's window")
 	f.BoolVar(&o.json, "json", false, "print the run's summary as JSON at the end (no live table)")
@@ -77,6 +82,19 @@ func (o *watchOptions) config() (passive.Config, error) {
 	}
 	if len(cfg.Ports) > 0 {
 		cfg.RX, cfg.TCP = true, true
+	}
+	if o.cgroup != "" || o.service != "" {
+		if o.cgroup != "" && o.service != "" {
+			return cfg, errors.New("--cgroup and --service are alternatives: give one")
+		}
+		if o.cgroup == "/" {
+			return cfg, errors.New("--cgroup /: the root cgroup holds every process; name the cgroup of a service")
+		}
+		dir, err := sockops.CgroupOf(sockops.Selector{Cgroup: o.cgroup, Service: o.service})
+		if err != nil {
+			return cfg, err
+		}
+		cfg.TCP, cfg.Cgroup, cfg.CgroupName = true, dir, o.cgroup+o.service
 	}
 	for _, s := range o.firstBytes {
 		n, err := passive.ParseBytes(s)
@@ -254,7 +272,7 @@ func writeWatchTable(w io.Writer, rows []passive.Row) {
 			rate = fmt.Sprintf("%d conns", r.Count)
 		}
 		conns := ""
-		if r.Measure == passive.RTT {
+		if r.Measure == passive.RTT && !r.Sampled {
 			conns = fmt.Sprintf("%.2f", r.ConnsPerSecond)
 		}
 		retrans := ""

@@ -72,6 +72,10 @@ type Config struct {
 	// AllNamespaces measures every network namespace; by default only the
 	// caller's (its OS thread's) is.
 	AllNamespaces bool
+	// Cgroup is a cgroup v2 directory (absolute) whose sockets' TCP (RTT,
+	// retransmits, connections) is measured together, whatever their
+	// ports: a service's; CgroupName is what series call it ("" : Cgroup).
+	Cgroup, CgroupName string
 }
 
 // Check says what is wrong with a configuration, in one line (wrapping
@@ -84,11 +88,14 @@ func (c Config) Check() error {
 }
 
 func (c Config) check() error {
-	if !c.Egress && !((c.RX || c.TCP) && len(c.Ports) > 0) {
-		return errors.New("nothing to measure: egress of a device, or the receive path or TCP of a port")
+	if !c.Egress && !((c.RX || c.TCP) && (len(c.Ports) > 0 || c.Cgroup != "")) {
+		return errors.New("nothing to measure: egress of a device, or the receive path or TCP of a port or cgroup")
 	}
-	if (c.RX || c.TCP) && len(c.Ports) == 0 {
-		return errors.New("the receive path and TCP are measured per port: name at least one")
+	if c.RX && len(c.Ports) == 0 {
+		return errors.New("the receive path is measured per port: name at least one")
+	}
+	if c.TCP && len(c.Ports) == 0 && c.Cgroup == "" {
+		return errors.New("TCP is measured per port or cgroup: name one")
 	}
 	if len(c.FirstBytes) > MaxFirstBytes {
 		return fmt.Errorf("first bytes: at most %d sizes, got %d", MaxFirstBytes, len(c.FirstBytes))

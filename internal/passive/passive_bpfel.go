@@ -71,6 +71,7 @@ const (
 	passiveProgTcpRetrans    = "tcp_retrans"
 	passiveProgTcpSegment    = "tcp_segment"
 	passiveProgTcpState      = "tcp_state"
+	passiveVarCgroupId       = "cgroup_id"
 	passiveVarFirstCount     = "first_count"
 	passiveVarFirstN         = "first_n"
 	passiveVarNetnsInum      = "netns_inum"
@@ -144,6 +145,7 @@ type passiveMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type passiveVariableSpecs struct {
+	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	FirstCount     *ebpf.VariableSpec `ebpf:"first_count"`
 	FirstN         *ebpf.VariableSpec `ebpf:"first_n"`
 	NetnsInum      *ebpf.VariableSpec `ebpf:"netns_inum"`
@@ -191,6 +193,7 @@ func (m *passiveMaps) Close() error {
 //
 // It can be passed to loadPassiveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type passiveVariables struct {
+	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
 	FirstCount     *ebpf.Variable `ebpf:"first_count"`
 	FirstN         *ebpf.Variable `ebpf:"first_n"`
 	NetnsInum      *ebpf.Variable `ebpf:"netns_inum"`

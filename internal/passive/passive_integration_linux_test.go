@@ -9,15 +9,18 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/lowlat/lowlat/internal/probe"
+	"github.com/lowlat/lowlat/internal/sockops"
 	"github.com/lowlat/lowlat/internal/testnet"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -687,4 +690,56 @@ tracepoint:net:net_dev_start_xmit /@s[args->skbaddr]/ { @h = lhist((nsecs - @s[a
 	d := after.Sub(before)
 	within(t, "lowlat egress p50 against bpftrace's", d.Find("egress a q0").Hist.Quantile(0.5), medianOf(eg, 100*time.Microsecond), 0.10)
 	within(t, "lowlat TCP RTT p50 against bpftrace's srtt", d.Find("rtt tcp/7431").Hist.Quantile(0.5), medianOf(rtt, 100*time.Microsecond), 0.10)
+}
+
+// --cgroup: the TCP connections of a cgroup's processes are measured
+// together, whatever their ports, and those of other processes are not.
+func TestIntegrationCgroupRTT(t *testing.T) {
+	root, err := sockops.Cgroup2Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, fmt.Sprintf("lowlat-test-passive-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	p := newPair(t)
+	p.reflect(t)
+	s := openIn(t, p.cli, Config{TCP: true, Cgroup: dir, CgroupName: "test"})
+	bin, err := testnet.Lowlat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	inside := p.cli.Command(bin, "probe", "tcp", reflectorAddr, "--duration", "2s", "--rate", "20")
+	inside.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	outside := p.cli.Command(bin, "probe", "tcp", reflectorAddr, "--duration", "2s", "--rate", "20")
+	for _, c := range []*exec.Cmd{inside, outside} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []*exec.Cmd{inside, outside} {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("probe tcp: %v", err)
+		}
+	}
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ser := snap.Find("rtt cgroup:test")
+	if ser == nil {
+		t.Fatalf("no series rtt cgroup:test in %v", snap.Series)
+	}
+	t.Logf("rtt cgroup:test: %d samples, %d connections, p50 %v", ser.Hist.Count(), ser.Conns, ser.Hist.Quantile(0.5))
+	// One connection of 40 requests inside; as many outside, not counted.
+	if ser.Conns != 1 || ser.Hist.Count() < 30 || ser.Hist.Count() > 60 {
+		t.Errorf("rtt cgroup:test: %d connections, %d samples; want the one connection inside the cgroup and its ~41 samples", ser.Conns, ser.Hist.Count())
+	}
 }

@@ -173,6 +173,13 @@ func (s *Session) plan() ([]slotEntry, error) {
 			}
 		}
 	}
+	if s.cfg.TCP && s.cfg.Cgroup != "" {
+		name := s.cfg.CgroupName
+		if name == "" {
+			name = s.cfg.Cgroup
+		}
+		add(Series{Measure: RTT, Proto: "tcp", Cgroup: name, Queue: -1}, passiveSlotKey{Kind: kindTCP, Proto: unix.IPPROTO_TCP, Id: 2})
+	}
 	return entries, nil
 }
 
@@ -210,7 +217,7 @@ func (s *Session) programs() []string {
 	if s.cfg.Egress {
 		p = append(p, "egress_enqueue", "egress_xmit")
 	}
-	tcp, udp := false, false
+	tcp, udp := s.cfg.Cgroup != "", false
 	for _, port := range s.cfg.Ports {
 		tcp = tcp || port.Proto == "tcp"
 		udp = udp || port.Proto == "udp"
@@ -285,10 +292,19 @@ func (s *Session) load(entries []slotEntry) error {
 	}
 	var firstN [MaxFirstBytes]uint64
 	copy(firstN[:], s.cfg.FirstBytes)
+	var cgroupID uint64
+	if s.cfg.Cgroup != "" {
+		var st unix.Stat_t
+		if err := unix.Stat(s.cfg.Cgroup, &st); err != nil {
+			return fmt.Errorf("passive: cgroup %s: %v%.0w", s.cfg.Cgroup, err, ErrBadConfig)
+		}
+		cgroupID = st.Ino // a cgroup v2 id is its directory's inode
+	}
 	for name, v := range map[string]any{
 		"netns_inum":  inum,
 		"first_n":     firstN,
 		"first_count": uint32(len(s.cfg.FirstBytes)),
+		"cgroup_id":   cgroupID,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("passive: set %s: %w", name, err)

@@ -46,6 +46,8 @@ type Series struct {
 	Port  uint16 `json:"port,omitempty"`
 	Stage string `json:"stage,omitempty"`
 	Bytes uint64 `json:"bytes,omitempty"`
+	// Cgroup: an RTT series of a cgroup's sockets (Config.Cgroup).
+	Cgroup string `json:"cgroup,omitempty"`
 
 	Hist Hist `json:"hist"`
 	// RTT series also count a port's retransmits and the connections that
@@ -69,6 +71,9 @@ func (s *Series) Key() string {
 		return fmt.Sprintf("rx %s/%d %s", s.Proto, s.Port, s.Stage)
 	case FirstBytes:
 		return fmt.Sprintf("first_bytes %s/%d %s", s.Proto, s.Port, FormatBytes(s.Bytes))
+	}
+	if s.Cgroup != "" {
+		return fmt.Sprintf("%s cgroup:%s", s.Measure, s.Cgroup)
 	}
 	return fmt.Sprintf("%s %s/%d", s.Measure, s.Proto, s.Port)
 }

@@ -16,6 +16,7 @@ type Row struct {
 	Port    uint16  `json:"port,omitempty"`
 	Stage   string  `json:"stage,omitempty"`
 	Bytes   uint64  `json:"bytes,omitempty"`
+	Cgroup  string  `json:"cgroup,omitempty"`
 
 	Count     uint64  `json:"count"`
 	PerSecond float64 `json:"per_second"`
@@ -46,7 +47,7 @@ func Summarize(s Snapshot, d time.Duration) []Row {
 		h := &ser.Hist
 		r := Row{
 			Measure: ser.Measure, Key: ser.Key(), Device: ser.Device, Proto: ser.Proto, Port: ser.Port,
-			Stage: ser.Stage, Bytes: ser.Bytes, Count: h.Count(),
+			Stage: ser.Stage, Bytes: ser.Bytes, Cgroup: ser.Cgroup, Count: h.Count(),
 			P50: us(h.Quantile(0.5)), P90: us(h.Quantile(0.9)), P99: us(h.Quantile(0.99)),
 			Max: us(h.Max()), Mean: us(h.Mean()),
 			Retransmits: ser.Retransmits, Conns: ser.Conns, Unavailable: ser.Unavailable, Sampled: ser.Sampled,

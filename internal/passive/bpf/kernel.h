@@ -62,9 +62,23 @@ struct sock_common {
 	possible_net_t skc_net;
 } __attribute__((preserve_access_index));
 
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+/* Linux 5.15 and later: the socket's cgroup, a pointer. */
+struct sock_cgroup_data {
+	struct cgroup *cgroup;
+} __attribute__((preserve_access_index));
+
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
+	struct sock_cgroup_data sk_cgrp_data;
 } __attribute__((preserve_access_index));
 
 struct tcp_rack {

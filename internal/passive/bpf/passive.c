@@ -96,6 +96,9 @@ struct conn {
 volatile const __u32 netns_inum = 0; /* 0: every network namespace */
 volatile const __u64 first_n[MAX_FIRST] = {};
 volatile const __u32 first_count = 0;
+/* The cgroup v2 id (its directory's inode) whose sockets' TCP is measured
+ * apart, whatever their ports; 0: none. */
+volatile const __u64 cgroup_id = 0;
 /* CLOCK_REALTIME - CLOCK_MONOTONIC in ns, refreshed by user space each
  * second: skb->tstamp is realtime, BPF's clock monotonic. */
 volatile __s64 realtime_offset = 0;
@@ -385,7 +388,17 @@ int BPF_PROG(rx_read_udp, struct sock *sk, struct sk_buff *skb, int len)
 
 /* ---- TCP: rtt, first bytes, retransmits, connections ---- */
 
-/* The port's slot, matched on the local port first, then the remote one. */
+/* Whether sk belongs to the measured cgroup (the cgroup v2 its creator
+ * was in: a service's sockets). */
+static __always_inline bool in_cgroup(const struct sock *sk)
+{
+	if (!cgroup_id || !bpf_core_field_exists(sk->sk_cgrp_data.cgroup))
+		return false;
+	return BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) == cgroup_id;
+}
+
+/* The port's slot, matched on the local port first, then the remote one,
+ * then the socket's cgroup. */
 static __always_inline struct slot *tcp_slot(const struct sock *sk)
 {
 	struct slot_key k = {
@@ -398,6 +411,11 @@ static __always_inline struct slot *tcp_slot(const struct sock *sk)
 		return s;
 	k.port = bpf_ntohs(sk->__sk_common.skc_dport);
 	k.id = 1;
+	s = bpf_map_lookup_elem(&slots, &k);
+	if (s || !in_cgroup(sk))
+		return s;
+	k.port = 0;
+	k.id = 2;
 	return bpf_map_lookup_elem(&slots, &k);
 }
 
