@@ -17,6 +17,7 @@ type passiveConn struct {
 	_          structs.HostLayout
 	RackMstamp uint64
 	StartUs    uint64
+	AckedSeen  uint64
 	First      uint32
 	Next       uint32
 }

@@ -514,7 +514,7 @@ func TestIntegrationFirstBytes(t *testing.T) {
 	// 20 Mbit/s from the server: 1 MB takes 0.4 s.
 	tbf(t, p.srv, "b", 2_500_000, 16384, 200_000)
 	sizes := []uint64{300_000, 1_000_000}
-	s := openIn(t, p.srv, Config{TCP: true, Ports: []Port{{"tcp", 8080}}, FirstBytes: sizes})
+	s := openIn(t, p.srv, Config{TCP: true, Ports: []Port{{"tcp", 8080}, {"tcp", 8081}}, FirstBytes: sizes})
 	var ln net.Listener
 	if err := p.srv.Do(func() error {
 		var err error
@@ -556,6 +556,47 @@ func TestIntegrationFirstBytes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A server that writes and closes at once, as a CRR server or an HTTP/1.0
+	// one: its socket leaves ESTABLISHED before the last ACKs come, and the
+	// ACK of the last byte is seen as it ends the connection.
+	var ln2 net.Listener
+	if err := p.srv.Do(func() error {
+		var err error
+		ln2, err = net.Listen("tcp4", "10.9.0.2:8081")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln2.Close()
+	go func() {
+		payload := make([]byte, sizes[1])
+		for {
+			c, err := ln2.Accept()
+			if err != nil {
+				return
+			}
+			go func() { c.Write(payload); c.Close() }()
+		}
+	}()
+	var closing []time.Duration
+	if err := p.cli.Do(func() error {
+		for range conns {
+			start := time.Now()
+			c, err := net.DialTimeout("tcp4", "10.9.0.2:8081", 5*time.Second)
+			if err != nil {
+				return err
+			}
+			at, err := arrivals(c.(*net.TCPConn), sizes[1:])
+			c.Close()
+			if err != nil {
+				return err
+			}
+			closing = append(closing, at[0].Sub(start))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(200 * time.Millisecond) // the last ACKs
 	snap, err := s.Snapshot()
 	if err != nil {
@@ -584,6 +625,18 @@ func TestIntegrationFirstBytes(t *testing.T) {
 		if d := h.Quantile(0.5) - median(client[i]); d > want/16 || d < -want/16 {
 			t.Errorf("first %s: passive p50 %v, client median %v: differ by more than a bucket (1/16)", FormatBytes(n), h.Quantile(0.5), median(client[i]))
 		}
+	}
+	h := snap.Find("first_bytes tcp/8081 1MB").Hist
+	var sum time.Duration
+	for _, d := range closing {
+		sum += d
+	}
+	want := sum / conns
+	t.Logf("first 1MB, server closing at once: passive mean %v (%d connections), client mean %v", h.Mean(), h.Count(), want)
+	if h.Count() != conns {
+		t.Errorf("first 1MB of a server that closes at once: %d connections measured, want %d", h.Count(), conns)
+	} else if d := h.Mean() - want; d > rtt/2 || d < -rtt/2 {
+		t.Errorf("first 1MB of a server that closes at once: passive mean %v, client mean %v: differ by more than half the RTT (%v)", h.Mean(), want, rtt/2)
 	}
 }
 

@@ -88,6 +88,7 @@ struct queued {
 struct conn {
 	__u64 rack_mstamp; /* the send time of the segment of the last RTT sample taken */
 	__u64 start_us;    /* first bytes: the SYN-ACK's send time, or 0 */
+	__u64 acked_seen;  /* first bytes: bytes acknowledged at the last segment seen */
 	__u32 first;       /* first bytes: the slot of first_n[0] */
 	__u32 next;        /* first bytes: the index of the next N to reach */
 };
@@ -419,6 +420,32 @@ static __always_inline struct slot *tcp_slot(const struct sock *sk)
 	return bpf_map_lookup_elem(&slots, &k);
 }
 
+/* Records the first-bytes thresholds acked has reached, at now. With
+ * from > 0 only those above from, within the last FINAL_ACK bytes: after
+ * the server has closed its side, TCP processes ACKs without tcp_probe,
+ * and the ACK that ends the connection is the one seen (a threshold an
+ * earlier ACK reached then is left out, not stamped late). */
+#define FINAL_ACK 4500
+static __always_inline void first_reached(struct conn *c, __u64 acked, __u64 from)
+{
+	__u64 now_us = bpf_ktime_get_ns() / 1000;
+	__u32 n = first_count;
+
+	for (__u32 i = 0; i < MAX_FIRST; i++) {
+		if (i < c->next)
+			continue;
+		if (i >= n || acked < first_n[i])
+			break;
+		if (from && first_n[i] + FINAL_ACK < acked) {
+			c->next = i + 1; /* reached when no hook saw it */
+			continue;
+		}
+		if (now_us > c->start_us)
+			record(c->first + i, (now_us - c->start_us) * 1000);
+		c->next = i + 1;
+	}
+}
+
 /* Every segment an established socket receives, before TCP processes it. */
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(tcp_segment, struct sock *sk, struct sk_buff *skb)
@@ -458,17 +485,8 @@ int BPF_PROG(tcp_segment, struct sock *sk, struct sk_buff *skb)
 	__u32 ack = ((__u32)th[8] << 24) | ((__u32)th[9] << 16) | ((__u32)th[10] << 8) | th[11];
 	__s32 ahead = (__s32)(ack - BPF_CORE_READ(tp, snd_una));
 	__u64 acked = BPF_CORE_READ(tp, bytes_acked) + (ahead > 0 ? ahead : 0);
-	__u64 now_us = bpf_ktime_get_ns() / 1000;
-	__u32 n = first_count;
-	for (__u32 i = 0; i < MAX_FIRST; i++) {
-		if (i < c->next)
-			continue;
-		if (i >= n || acked < first_n[i])
-			break;
-		if (now_us > c->start_us)
-			record(c->first + i, (now_us - c->start_us) * 1000);
-		c->next = i + 1;
-	}
+	first_reached(c, acked, 0);
+	c->acked_seen = acked;
 	return 0;
 }
 
@@ -489,8 +507,14 @@ int BPF_PROG(tcp_state, const struct sock *sk, int oldstate, int newstate)
 	if (sk->sk_protocol != 6 || !netns_ok(sk))
 		return 0;
 	__u64 key = (__u64)sk;
-	if (newstate == 7 /* TCP_CLOSE */) {
-		bpf_map_delete_elem(&conns, &key);
+	if (newstate == 5 /* FIN_WAIT2 */ || newstate == 7 /* CLOSE */ || newstate == 6 /* TIME_WAIT */) {
+		/* The server closed its side: the ACK of the last bytes moved it
+		 * here. */
+		struct conn *c = bpf_map_lookup_elem(&conns, &key);
+		if (c && c->first != NO_SLOT && c->next < first_count)
+			first_reached(c, BPF_CORE_READ((struct tcp_sock *)sk, bytes_acked), c->acked_seen + 1);
+		if (newstate == 7)
+			bpf_map_delete_elem(&conns, &key);
 		return 0;
 	}
 	if (newstate != 1 /* TCP_ESTABLISHED */)
