@@ -387,6 +387,20 @@ func TestIntegrationFirstFrame(t *testing.T) {
 	needRoot(t)
 	needFeature(t, "netem", "fq")
 	r := runScenario(t, "first-frame", Options{}, true)
+	// The passive figure, the server's SYN-to-ACK time of each
+	// connection's first 1 MB, reads the client's own last-byte figure
+	// within half a round trip, in every variant.
+	for _, v := range r.Variants {
+		d, _ := v.Metrics["derived"].(map[string]float64)
+		passive, ok := d["passive_first_1m_ms"]
+		if !ok {
+			t.Errorf("%s: no passive first-1MB figure (notes: %v)", v.Name, v.Notes)
+			continue
+		}
+		if diff := passive - d["last_byte_1m_ms"]; diff > d["rtt_ms"]/2 || diff < -d["rtt_ms"]/2 {
+			t.Errorf("%s: passive first 1 MB %.1f ms, the client's %.1f ms: more than half the RTT (%.1f ms) apart", v.Name, passive, d["last_byte_1m_ms"], d["rtt_ms"])
+		}
+	}
 	// The mechanisms, not just the figures: initcwnd was set per route by
 	// the engine, and repeat connections carried their request in the SYN.
 	for _, v := range r.Variants {
