@@ -148,6 +148,7 @@ var arity = map[string][2]int{
 	"boot":          {0, 0},
 	"reassert":      {0, 0},
 	"version":       {0, 0},
+	"watch":         {0, 0},
 	"completion":    {1, 1},
 	"man":           {1, 1},
 	"help":          {0, -1},
