@@ -173,7 +173,9 @@ func runWatch(ctx context.Context, env *Env, o *watchOptions, args []string) err
 		return fmt.Errorf("watch: %w", err)
 	}
 	live := env.TTY && !o.json
-	if !live && !o.json {
+	if !live {
+		// Also with --json (on stderr): a script knows when the
+		// measurement has begun.
 		fmt.Fprintf(env.Stderr, "lowlat watch: measuring (%s); the summary comes at the end (Ctrl-C)\n", strings.Join(s.Hooks, ", "))
 	}
 	hist := []passive.Snapshot{first}

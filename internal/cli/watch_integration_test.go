@@ -59,22 +59,49 @@ func (w *gateWorld) probeLoad(d time.Duration) (wait func()) {
 // context.
 func TestIntegrationWatch(t *testing.T) {
 	w := newGateWorld(t, false)
-	args := []string{"watch", "--json", "--duration", "3500ms", "--iface", "srv0", "--port", "tcp/" + gatePort, "--port", "udp/" + gatePort}
+	bin, _ := lowlatBin()
+	args := []string{"watch", "--json", "--duration", "8s", "--iface", "srv0", "--port", "tcp/" + gatePort, "--port", "udp/" + gatePort}
 	var rs [2]result
-	var wg sync.WaitGroup
-	for i := range rs {
-		wg.Add(1)
+	var outs [2]strings.Builder
+	var cmds [2]*exec.Cmd
+	var drained [2]chan struct{}
+	for i := range cmds {
+		cmds[i] = w.server.Command(bin, args...)
+		cmds[i].Stdout = &outs[i]
+		stderr, err := cmds[i].StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The probes start once both watches have attached (on the stock
+		// kernel's emulated CPU that takes seconds), so their connections
+		// are seen established.
+		sc := bufio.NewScanner(stderr)
+		if !sc.Scan() || !strings.Contains(sc.Text(), "measuring") {
+			t.Fatalf("watch %d did not start measuring: %q", i, sc.Text())
+		}
+		drained[i] = make(chan struct{})
 		go func() {
-			defer wg.Done()
-			out, errs, code := runIn(t, w.server, args...)
-			rs[i] = result{stdout: out, stderr: errs, code: code}
+			defer close(drained[i])
+			var rest strings.Builder
+			for sc.Scan() {
+				rest.WriteString(sc.Text() + "\n")
+			}
+			rs[i].stderr = rest.String()
 		}()
 	}
-	// The probes start once both watches have attached, so their
-	// connections are seen established.
-	time.Sleep(time.Second)
 	w.probeLoad(2 * time.Second)()
-	wg.Wait()
+	for i, c := range cmds {
+		<-drained[i] // the process ended: its stderr closed
+		err := c.Wait()
+		rs[i].stdout = outs[i].String()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			rs[i].code = ee.ExitCode()
+		}
+	}
 	for i, r := range rs {
 		if r.code != 0 {
 			t.Fatalf("watch %d: exit %d\n%s", i, r.code, r.stderr)
@@ -217,8 +244,8 @@ func TestIntegrationWatchWithoutBPF(t *testing.T) {
 			r = run("watch", "--json", "--duration", "2500ms", "--port", "tcp/"+gatePort)
 			stop()
 			lines = strings.Split(strings.TrimSpace(r.stderr), "\n")
-			if r.code != 0 || len(lines) != 1 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, "sampled from tcp_info") {
-				t.Fatalf("with a TCP port: exit %d, want 0; stderr (want one line with %q and the fallback):\n%s", r.code, c.want, r.stderr)
+			if r.code != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.want) || !strings.Contains(lines[0], "sampled from tcp_info") || !strings.Contains(lines[1], "measuring (tcp_info") {
+				t.Fatalf("with a TCP port: exit %d, want 0; stderr (want one line with %q and the fallback, then the sampler's start):\n%s", r.code, c.want, r.stderr)
 			}
 			res := watchJSON(t, r)
 			rt := row(res, "rtt tcp/"+gatePort)
