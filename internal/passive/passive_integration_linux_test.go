@@ -410,6 +410,11 @@ func rxRun(t *testing.T, p pair, s *Session, proto string, cpu int, hog bool, d 
 // other CPU. TCP here, whose read is a tracepoint on every kernel; UDP's
 // read needs fentry (TestIntegrationRXUDPRead).
 func TestIntegrationRXReceiverBesideHog(t *testing.T) {
+	// In the VM (2 emulated CPUs) it once hung past the 10-minute timeout:
+	// the hog and the receiver locked to CPU 0 starved the test; it
+	// passed there alone (603 ms -> 1.44 ms). Host only until that is
+	// understood.
+	testnet.HostOnly(t, "hung once in the VM's full run (two locked threads on one emulated CPU)")
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs")
 	}
