@@ -179,23 +179,25 @@ func runWatch(ctx context.Context, env *Env, o *watchOptions, args []string) err
 		fmt.Fprintf(env.Stderr, "lowlat watch: measuring (%s); the summary comes at the end (Ctrl-C)\n", strings.Join(s.Hooks, ", "))
 	}
 	hist := []passive.Snapshot{first}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	// Only the live table reads the maps each second; the summary needs
+	// the first and the last snapshots alone.
+	var tickC <-chan time.Time
+	if live {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		tickC = tick.C
+	}
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
-		case <-tick.C:
+		case <-tickC:
 			snap, err := s.Snapshot()
 			if err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
 			hist = append(hist, snap)
-			if !live {
-				hist = hist[:1] // only the first one counts for the summary
-				continue
-			}
 			// The window: from the snapshot o.window ago (or the first).
 			from := hist[0]
 			for _, h := range hist {
