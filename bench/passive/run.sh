@@ -3,9 +3,12 @@
 # they measure: the packets per second one sender pushes over a veth pair
 # between two namespaces (64-byte UDP datagrams, or 64-byte TCP writes with
 # TCP_NODELAY), with each set of hooks off and on, alternating ROUNDS times
-# (medians, and their ratio); then each hook's CPU time per run, from the
+# (medians, and their ratio), with the CPU time the machine spent per
+# packet (from /proc/stat); then each hook's CPU time per run, from the
 # kernel's BPF statistics in a pass of its own (the statistics cost two
-# clock reads a run themselves), and the maps' memory.
+# clock reads a run themselves); the whole cost per hook run (the CPU time
+# per packet the hooks added, over their runs per packet); and the maps'
+# memory.
 #
 #   bash bench/passive/run.sh
 #   ROUNDS=7 SECS=5 bash bench/passive/run.sh
@@ -53,17 +56,25 @@ ip netns exec "$b" tc qdisc replace dev vb root pfifo_fast
 in_a() { nsenter --net=/run/netns/"$a" "$@"; }
 in_b() { nsenter --net=/run/netns/"$b" "$@"; }
 
-# pps PROTO: packets per second vb received during one SECS run.
+# cpu_busy: the jiffies (1/100 s) all CPUs spent busy so far: user, nice,
+# system, irq and softirq (idle, iowait and steal left out).
+cpu_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat; }
+
+# pps PROTO: "PKTS_PER_S NS_PER_PKT": the packets per second vb received
+# during one SECS run, and the CPU time the whole machine spent per packet
+# during it (sender, receiver, softirqs, the hooks, watch itself).
 pps() {
-	local before after
+	local before after c0 c1
 	before=$(ip netns exec "$b" cat /sys/class/net/vb/statistics/rx_packets)
-	in_b "$work/blast" recv "$1" 10.56.0.2:$PORT "$((SECS + 1))" >/dev/null &
+	in_b taskset -c 1 "$work/blast" recv "$1" 10.56.0.2:$PORT "$((SECS + 1))" >/dev/null &
 	local rpid=$!
 	sleep 0.3
-	in_a "$work/blast" send "$1" 10.56.0.2:$PORT "$SECS" >/dev/null
-	wait "$rpid" || true
+	c0=$(cpu_busy)
+	in_a taskset -c 0 "$work/blast" send "$1" 10.56.0.2:$PORT "$SECS" >/dev/null
+	c1=$(cpu_busy)
 	after=$(ip netns exec "$b" cat /sys/class/net/vb/statistics/rx_packets)
-	echo $(((after - before) / SECS))
+	wait "$rpid" || true
+	echo "$(((after - before) / SECS)) $(((c1 - c0) * 10000000 / (after - before + 1)))"
 }
 
 # watches MODE PROTO [--hook-stats --json]: starts the watches of MODE in
@@ -89,40 +100,75 @@ watches() {
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "kernel $(uname -r), $(nproc) CPUs, $ROUNDS rounds of ${SECS}s, 64-byte messages over a veth pair"
-printf '%-6s %-8s %14s %14s %8s\n' proto hooks "off (pkt/s)" "on (pkt/s)" ratio
+# ROUNDS=0: the per-hook statistics only.
+[ "$ROUNDS" -gt 0 ] && printf '%-6s %-8s %12s %12s %7s %10s %10s %9s\n' proto hooks "off pkt/s" "on pkt/s" ratio "off ns/pkt" "on ns/pkt" "+ns/pkt"
 for proto in udp tcp; do
 	for mode in egress rx all; do
-		off=() on=()
+		[ "$ROUNDS" -gt 0 ] || break 2
+		off=() on=() offc=() onc=()
 		for r in $(seq 1 "$ROUNDS"); do
-			off+=("$(pps "$proto")")
+			read -r x c < <(pps "$proto")
+			off+=("$x") offc+=("$c")
 			watches "$mode" "$proto"
 			sleep 1 # attached
-			on+=("$(pps "$proto")")
+			read -r x c < <(pps "$proto")
+			on+=("$x") onc+=("$c")
 			for p in "${wpids[@]}"; do wait "$p" || true; done
 		done
 		m_off=$(median "${off[@]}") m_on=$(median "${on[@]}")
-		printf '%-6s %-8s %14s %14s %8s\n' "$proto" "$mode" "$m_off" "$m_on" "$(awk -v a="$m_on" -v b="$m_off" 'BEGIN{printf "%.3f", a/b}')"
+		c_off=$(median "${offc[@]}") c_on=$(median "${onc[@]}")
+		printf '%-6s %-8s %12s %12s %7s %10s %10s %9s\n' "$proto" "$mode" "$m_off" "$m_on" \
+			"$(awk -v a="$m_on" -v b="$m_off" 'BEGIN{printf "%.3f", a/b}')" "$c_off" "$c_on" "$((c_on - c_off))"
+		echo "$proto $mode $((c_on - c_off))" >>"$work/delta"
 	done
 done
-
 echo
 echo "each hook's CPU time per run (kernel BPF statistics; one run of ${SECS}s per protocol, all hooks on)"
-printf '%-6s %-45s %12s %10s\n' proto hook runs "ns/run"
+echo "(floor: an empty program on the same tracepoint in the same run; a: the sender's watch, b: the receiver's)"
+printf '%-6s %-45s %10s %9s %7s %7s %7s\n' proto hook runs "runs/pkt" "ns/run" floor above
 for proto in udp tcp; do
 	watches all "$proto" --hook-stats --json
+	"$work/blast" empty "$((SECS + 1))" >"$work/empty" &
+	epid=$!
 	sleep 1
-	pps "$proto" >/dev/null
-	for p in "${wpids[@]}"; do wait "$p" || true; done
-	for f in "$work/w-a.out" "$work/w-b.out"; do
-		python3 - "$f" "$proto" <<'PY'
+	read -r x c < <(pps "$proto")
+	for p in "${wpids[@]}" "$epid"; do wait "$p" || true; done
+	for side in a b; do
+		python3 - "$work/w-$side.out" "$proto" "$((x * SECS))" "$side" "$work/runs" "$work/empty" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-for h in r.get("hook_stats", []):
-    if h["runs"]:
-        print("%-6s %-45s %12d %10.0f" % (sys.argv[2], h["hook"], h["runs"], h["time_ns"] / h["runs"]))
+proto, pkts, side = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+floor = {l.split()[0]: float(l.split()[2]) for l in open(sys.argv[6])}
+with open(sys.argv[5], "a") as out:
+    for h in r.get("hook_stats", []):
+        if h["runs"]:
+            ns = h["time_ns"] / h["runs"]
+            f = floor.get(h["hook"].split(":")[-1])
+            print("%-6s %-45s %10d %9.2f %7.0f %7s %7s" % (proto, side + ": " + h["hook"], h["runs"], h["runs"] / pkts, ns,
+                  "%.0f" % f if f is not None else "-", "%.0f" % (ns - f) if f is not None else "-"))
+            out.write("%s %s %f\n" % (proto, side, h["runs"] / pkts))
 PY
 	done
 done
+
+# The whole cost per hook run: the CPU time a packet gained with the hooks
+# on (the tracepoint's machinery, the programs, watch itself, the receive
+# timestamps rx turns on) over the hook runs per packet of that mode (side
+# a's hooks for egress, side b's for rx, both for all).
+[ "$ROUNDS" -gt 0 ] && echo && echo "whole CPU cost per hook run (+ns/pkt over the mode's hook runs per packet)"
+[ "$ROUNDS" -gt 0 ] && python3 - "$work/delta" "$work/runs" <<'PY'
+import sys
+runs = {}
+for line in open(sys.argv[2]):
+    proto, side, r = line.split()
+    runs.setdefault((proto, side), 0.0)
+    runs[(proto, side)] += float(r)
+for line in open(sys.argv[1]):
+    proto, mode, d = line.split()
+    sides = {"egress": "a", "rx": "b", "all": "ab"}[mode]
+    n = sum(runs.get((proto, s), 0) for s in sides)
+    print("%-6s %-8s %+6d ns/pkt over %.2f runs/pkt: %+5.0f ns a run" % (proto, mode, int(d), n, int(d) / n if n else 0))
+PY
 echo
 python3 - "$work/w-a.out" "$work/w-b.out" <<'PY'
 import json, sys

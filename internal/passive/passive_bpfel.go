@@ -47,6 +47,14 @@ type passiveSlot struct {
 	First uint32
 }
 
+type passiveSlotCache struct {
+	_     structs.HostLayout
+	Key   passiveSlotKey
+	Val   passiveSlot
+	Flags uint32
+	Pad   uint32
+}
+
 type passiveSlotKey struct {
 	_     structs.HostLayout
 	Kind  uint8
@@ -63,6 +71,7 @@ const (
 	passiveMapEgressDevs     = "egress_devs"
 	passiveMapHists          = "hists"
 	passiveMapQueued         = "queued"
+	passiveMapSlotCacheMap   = "slot_cache_map"
 	passiveMapSlots          = "slots"
 	passiveProgEgressEnqueue = "egress_enqueue"
 	passiveProgEgressXmit    = "egress_xmit"
@@ -77,6 +86,7 @@ const (
 	passiveVarFirstN         = "first_n"
 	passiveVarNetnsInum      = "netns_inum"
 	passiveVarRealtimeOffset = "realtime_offset"
+	passiveVarRxOn           = "rx_on"
 )
 
 // loadPassive returns the embedded CollectionSpec for passive.
@@ -135,11 +145,12 @@ type passiveProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type passiveMapSpecs struct {
-	Conns      *ebpf.MapSpec `ebpf:"conns"`
-	EgressDevs *ebpf.MapSpec `ebpf:"egress_devs"`
-	Hists      *ebpf.MapSpec `ebpf:"hists"`
-	Queued     *ebpf.MapSpec `ebpf:"queued"`
-	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	Conns        *ebpf.MapSpec `ebpf:"conns"`
+	EgressDevs   *ebpf.MapSpec `ebpf:"egress_devs"`
+	Hists        *ebpf.MapSpec `ebpf:"hists"`
+	Queued       *ebpf.MapSpec `ebpf:"queued"`
+	SlotCacheMap *ebpf.MapSpec `ebpf:"slot_cache_map"`
+	Slots        *ebpf.MapSpec `ebpf:"slots"`
 }
 
 // passiveVariableSpecs contains global variables before they are loaded into the kernel.
@@ -151,6 +162,7 @@ type passiveVariableSpecs struct {
 	FirstN         *ebpf.VariableSpec `ebpf:"first_n"`
 	NetnsInum      *ebpf.VariableSpec `ebpf:"netns_inum"`
 	RealtimeOffset *ebpf.VariableSpec `ebpf:"realtime_offset"`
+	RxOn           *ebpf.VariableSpec `ebpf:"rx_on"`
 }
 
 // passiveObjects contains all objects after they have been loaded into the kernel.
@@ -173,11 +185,12 @@ func (o *passiveObjects) Close() error {
 //
 // It can be passed to loadPassiveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type passiveMaps struct {
-	Conns      *ebpf.Map `ebpf:"conns"`
-	EgressDevs *ebpf.Map `ebpf:"egress_devs"`
-	Hists      *ebpf.Map `ebpf:"hists"`
-	Queued     *ebpf.Map `ebpf:"queued"`
-	Slots      *ebpf.Map `ebpf:"slots"`
+	Conns        *ebpf.Map `ebpf:"conns"`
+	EgressDevs   *ebpf.Map `ebpf:"egress_devs"`
+	Hists        *ebpf.Map `ebpf:"hists"`
+	Queued       *ebpf.Map `ebpf:"queued"`
+	SlotCacheMap *ebpf.Map `ebpf:"slot_cache_map"`
+	Slots        *ebpf.Map `ebpf:"slots"`
 }
 
 func (m *passiveMaps) Close() error {
@@ -186,6 +199,7 @@ func (m *passiveMaps) Close() error {
 		m.EgressDevs,
 		m.Hists,
 		m.Queued,
+		m.SlotCacheMap,
 		m.Slots,
 	)
 }
@@ -199,6 +213,7 @@ type passiveVariables struct {
 	FirstN         *ebpf.Variable `ebpf:"first_n"`
 	NetnsInum      *ebpf.Variable `ebpf:"netns_inum"`
 	RealtimeOffset *ebpf.Variable `ebpf:"realtime_offset"`
+	RxOn           *ebpf.Variable `ebpf:"rx_on"`
 }
 
 // passivePrograms contains all programs after they have been loaded into the kernel.

@@ -812,3 +812,45 @@ func TestIntegrationCgroupRTT(t *testing.T) {
 		t.Errorf("rtt cgroup:test: %d connections, %d samples; want the one connection inside the cgroup and its ~41 samples", ser.Conns, ser.Hist.Count())
 	}
 }
+
+// Two ports whose keys share an index of the kernel's slot cache: the
+// second one's lookups go on to the slots hash map, and both are measured.
+// The client measures each reflector's (remote) port.
+func TestIntegrationSlotCacheCollision(t *testing.T) {
+	remote := func(port uint16) passiveSlotKey {
+		return passiveSlotKey{Kind: kindTCP, Proto: unix.IPPROTO_TCP, Port: port, Id: 1}
+	}
+	const p1 = 7431
+	var p2 uint16
+	for p := uint16(20000); p < 60000; p++ {
+		if slotCacheIndex(remote(p)) == slotCacheIndex(remote(p1)) {
+			p2 = p
+			break
+		}
+	}
+	if p2 == 0 {
+		t.Fatal("no port below 60000 shares 7431's slot cache index")
+	}
+	p := newPair(t)
+	addr2 := fmt.Sprintf("10.9.0.2:%d", p2)
+	p.reflect(t)
+	p.reflectAt(t, addr2)
+	s := openIn(t, p.cli, Config{TCP: true, Ports: []Port{{"tcp", p1}, {"tcp", p2}}})
+	var res struct{}
+	probeJSON(t, p.cli, &res, "tcp", reflectorAddr, "--duration", "1s", "--rate", "20")
+	probeJSON(t, p.cli, &res, "tcp", addr2, "--duration", "1s", "--rate", "20")
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []uint16{p1, p2} {
+		ser := snap.Find(fmt.Sprintf("rtt tcp/%d", port))
+		if ser == nil {
+			t.Fatalf("no series rtt tcp/%d in %v", port, snap.Series)
+		}
+		t.Logf("rtt tcp/%d: %d samples, %d connections", port, ser.Hist.Count(), ser.Conns)
+		if ser.Conns != 1 || ser.Hist.Count() < 15 {
+			t.Errorf("rtt tcp/%d: %d connections, %d samples; want its one probe connection and ~21 samples", port, ser.Conns, ser.Hist.Count())
+		}
+	}
+}

@@ -80,6 +80,34 @@ type slotEntry struct {
 	val passiveSlot
 }
 
+// slotCacheBits is CACHE_BITS: the slot cache has 1<<slotCacheBits entries.
+const slotCacheBits = 10
+
+// slotCacheIndex is passive.c's slot_cache_index.
+func slotCacheIndex(k passiveSlotKey) uint32 {
+	h := (uint32(k.Port)*8 + uint32(k.Kind)) ^ uint32(k.Proto)<<19 ^ k.Id<<24
+	return (h * 2654435761) >> (32 - slotCacheBits)
+}
+
+// slotCache lays the slots out in the kernel's direct-mapped cache: the
+// first key at an index holds it; a later one marks it overflowing, so the
+// programs look such keys up in the slots hash map.
+func slotCache(entries []slotEntry) map[uint32]passiveSlotCache {
+	const present, overflow = 1, 2
+	out := map[uint32]passiveSlotCache{}
+	for _, e := range entries {
+		i := slotCacheIndex(e.key)
+		c, taken := out[i]
+		if taken {
+			c.Flags |= overflow
+		} else {
+			c = passiveSlotCache{Key: e.key, Val: e.val, Flags: present}
+		}
+		out[i] = c
+	}
+	return out
+}
+
 type egressEntry struct {
 	ifindex uint32
 	dev     passiveEgressDev
@@ -305,6 +333,7 @@ func (s *Session) load(entries []slotEntry) error {
 		"first_n":     firstN,
 		"first_count": uint32(len(s.cfg.FirstBytes)),
 		"cgroup_id":   cgroupID,
+		"rx_on":       s.cfg.RX,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("passive: set %s: %w", name, err)
@@ -330,6 +359,11 @@ func (s *Session) load(entries []slotEntry) error {
 	for _, e := range entries {
 		if err := slots.Put(e.key, e.val); err != nil {
 			return bpfload.Error("passive: fill the slots map", privilege, ErrUnsupported, err)
+		}
+	}
+	for i, c := range slotCache(entries) {
+		if err := coll.Maps["slot_cache_map"].Put(i, c); err != nil {
+			return bpfload.Error("passive: fill the slot cache", privilege, ErrUnsupported, err)
 		}
 	}
 	if s.cfg.RX {
