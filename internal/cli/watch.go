@@ -25,6 +25,7 @@ type watchOptions struct {
 	ifaces        listFlag
 	ports         listFlag
 	firstBytes    listFlag
+	dscp          listFlag
 	duration      time.Duration
 	window        time.Duration
 	json          bool
@@ -52,6 +53,7 @@ end (Ctrl-C, --duration) prints the whole run's summary, as JSON with
 --json. Nothing stays attached when watch ends, however it ends: the
 kernel detaches its programs with its last file descriptor.`,
 		Example: `  lowlat watch --iface eth0
+  lowlat watch --iface eth0 --dscp EF,AF41
   lowlat watch --port udp/7777 --port tcp/443 --first-bytes 300KB,1MB --duration 60s --json`,
 		Args: noArgs,
 		RunE: runWith(env, &o, runWatch),
@@ -60,6 +62,7 @@ kernel detaches its programs with its last file descriptor.`,
 	f.Var(&o.ifaces, "iface", "measure the egress queueing of `IF` (repeatable; default: every device that is up but loopback)")
 	f.Var(&o.ports, "port", "measure the receive path, and for TCP the RTT, retransmits and connections, of `PORT` (tcp/N, udp/N, or N for both; repeatable)")
 	f.Var(&o.firstBytes, "first-bytes", "time the delivery of the first `N` bytes of each connection the TCP ports accept (e.g. 300KB,1MB; at most 4)")
+	f.Var(&o.dscp, "dscp", "split egress by DSCP: a histogram per queue for each `CLASS` named (EF, AF41, CS1, VA or 0-63; at most 8), one for the others (costs a header read per packet sent)")
 	f.StringVar(&o.cgroup, "cgroup", "", "also measure TCP (RTT, retransmits, connections) of every socket of the cgroup v2 `PATH` (below the hierarchy's root), whatever its ports")
 	f.StringVar(&o.service, "service", "", "as --cgroup, for the systemd service `NAME`'s cgroup")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
@@ -104,6 +107,11 @@ func (o *watchOptions) config() (passive.Config, error) {
 		cfg.FirstBytes = append(cfg.FirstBytes, n)
 	}
 	sort.Slice(cfg.FirstBytes, func(i, j int) bool { return cfg.FirstBytes[i] < cfg.FirstBytes[j] })
+	dscp, err := passive.ParseDSCP(o.dscp)
+	if err != nil {
+		return cfg, fmt.Errorf("--dscp: %w", err)
+	}
+	cfg.DSCP = dscp
 	if len(cfg.FirstBytes) > 0 && !hasTCP(cfg.Ports) {
 		return cfg, errors.New("--first-bytes needs a TCP --port to time")
 	}

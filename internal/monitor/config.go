@@ -60,12 +60,14 @@ type PassiveConfig struct {
 	Devices    []string
 	Ports      []passive.Port
 	FirstBytes []uint64
-	Pos        Pos
+	// DSCP splits the devices' egress by class (label dscp).
+	DSCP []int
+	Pos  Pos
 }
 
 // Session is the passive session the section asks for.
 func (p *PassiveConfig) Session() passive.Config {
-	c := passive.Config{Egress: len(p.Devices) > 0, Devices: p.Devices, Ports: p.Ports, FirstBytes: p.FirstBytes}
+	c := passive.Config{Egress: len(p.Devices) > 0, Devices: p.Devices, Ports: p.Ports, FirstBytes: p.FirstBytes, DSCP: p.DSCP}
 	if len(p.Ports) > 0 {
 		c.RX, c.TCP = true, true
 	}
@@ -78,7 +80,7 @@ func (p *PassiveConfig) same(q *PassiveConfig) bool {
 	if p == nil || q == nil {
 		return p == q
 	}
-	return fmt.Sprint(p.Devices, p.Ports, p.FirstBytes) == fmt.Sprint(q.Devices, q.Ports, q.FirstBytes)
+	return fmt.Sprint(p.Devices, p.Ports, p.FirstBytes, p.DSCP) == fmt.Sprint(q.Devices, q.Ports, q.FirstBytes, q.DSCP)
 }
 
 // Target is one [[target]].
@@ -367,8 +369,12 @@ func (p *cparser) passive(c *PassiveConfig, key string, v *unstable.Node) error 
 			}
 			c.FirstBytes = append(c.FirstBytes, n)
 		}
+	case "dscp":
+		if c.DSCP, err = passive.ParseDSCP(list); err != nil {
+			return err
+		}
 	default:
-		return unknownKey{known: "(known in [passive]: devices, ports, first_bytes)"}
+		return unknownKey{known: "(known in [passive]: devices, ports, first_bytes, dscp)"}
 	}
 	return nil
 }

@@ -104,6 +104,9 @@ func TestConfigErrors(t *testing.T) {
 		{"slo negative", head + "slo_p99 = \"-1ms\"\n", `m.toml:5:11: slo_p99: "-1ms": want a duration`},
 		{"path too often", pathHead + "interval = \"1s\"\n", `m.toml:5:12: target "p": interval 1s: a path target runs 10 probes per hop each time; at least 10s`},
 		{"path with size", pathHead + "size = 100\n", `m.toml:5:8: target "p": size does not apply to a path target`},
+		{"passive bad dscp", "[passive]\ndevices = [\"eth0\"]\ndscp = [\"EF\", \"XX\"]\n", `m.toml:3:1: dscp: dscp "XX": want EF`},
+		{"passive dscp twice", "[passive]\ndevices = [\"eth0\"]\ndscp = [\"EF\", \"46\"]\n", `m.toml:1:2: [passive]: dscp EF named twice`},
+		{"passive dscp without devices", "[passive]\nports = [\"tcp/443\"]\ndscp = [\"EF\"]\n", `m.toml:1:2: [passive]: dscp classes split egress`},
 		{"path with icmp port", "[[target]]\nname = \"p\"\nkind = \"path\"\naddress = \"10.0.0.1:99999\"\n", `m.toml:4:11: target "p": probe path: 10.0.0.1:99999: bad port`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

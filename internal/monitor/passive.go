@@ -18,8 +18,8 @@ import (
 // The passive section's metric names (docs/monitor.md, the rules).
 var (
 	dEgress = prometheus.NewDesc("lowlat_host_egress_queue_seconds",
-		"Time a packet spent in a device's egress queueing layer, from entering it to the driver (a shaper's queue and fq's pacing included), from the kernel.",
-		[]string{"device", "queue"}, nil)
+		"Time a packet spent in a device's egress queueing layer, from entering it to the driver (a shaper's queue and fq's pacing included), from the kernel; per DSCP class where [passive] dscp splits it.",
+		[]string{"device", "queue", "dscp"}, nil)
 	dReceive = prometheus.NewDesc("lowlat_host_receive_seconds",
 		"Time from the kernel's receive timestamp of a packet to a stage: stack (the protocol stack takes it), socket (TCP processes it on its socket), read (the application reads it).",
 		[]string{"proto", "port", "stage"}, nil)
@@ -132,7 +132,7 @@ func (p *passiveState) collect(ch chan<- prometheus.Metric) {
 			if ser.Queue < 0 {
 				q = "other"
 			}
-			ch <- p.hist(dEgress, &ser.Hist, ser.Device, q)
+			ch <- p.hist(dEgress, &ser.Hist, ser.Device, q, ser.DSCP) // "": no split, no label
 		case passive.Receive:
 			ch <- p.hist(dReceive, &ser.Hist, ser.Proto, port, ser.Stage)
 		case passive.RTT:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/lowlat/lowlat/internal/probe"
 )
 
 // ErrUnsupported marks what this kernel or process cannot do: no BPF, no
@@ -76,7 +78,14 @@ type Config struct {
 	// retransmits, connections) is measured together, whatever their
 	// ports: a service's; CgroupName is what series call it ("" : Cgroup).
 	Cgroup, CgroupName string
+	// DSCP splits egress by class: each value named here (0-63, at most
+	// MaxDSCPClasses) gets its own histogram per queue, every other value
+	// one more ("other"). Empty: no split, and no header read per packet.
+	DSCP []int
 }
+
+// MaxDSCPClasses is how many DSCP values a session splits egress by.
+const MaxDSCPClasses = 8
 
 // Check says what is wrong with a configuration, in one line (wrapping
 // ErrBadConfig).
@@ -107,6 +116,22 @@ func (c Config) check() error {
 	}
 	if len(c.FirstBytes) > 0 && !c.TCP {
 		return errors.New("first bytes are measured on TCP ports: enable TCP")
+	}
+	if len(c.DSCP) > 0 && !c.Egress {
+		return errors.New("dscp classes split egress: measure a device's egress")
+	}
+	if len(c.DSCP) > MaxDSCPClasses {
+		return fmt.Errorf("dscp: at most %d classes, got %d", MaxDSCPClasses, len(c.DSCP))
+	}
+	dscp := map[int]bool{}
+	for _, d := range c.DSCP {
+		if d < 0 || d > 63 {
+			return fmt.Errorf("dscp %d: want 0-63", d)
+		}
+		if dscp[d] {
+			return fmt.Errorf("dscp %s named twice", probe.DSCPName(d))
+		}
+		dscp[d] = true
 	}
 	seen := map[Port]bool{}
 	for _, p := range c.Ports {
@@ -153,4 +178,30 @@ func FormatBytes(n uint64) string {
 		return fmt.Sprintf("%dKB", n/1e3)
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// ParseDSCP reads DSCP classes as watch's --dscp and the monitor's dscp
+// take them: names (EF, AF41, CS1, VA) or numbers 0-63.
+func ParseDSCP(names []string) ([]int, error) {
+	var out []int
+	for _, n := range names {
+		if strings.TrimSpace(n) == "" {
+			return nil, errors.New("dscp: an empty class name")
+		}
+		d, err := probe.ParseDSCP(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// DSCPClass is the name of egress class i of a session split by dscp: 0 is
+// "other", i > 0 is dscp[i-1]'s name (EF, AF41, CS1, or its number).
+func DSCPClass(dscp []int, i int) string {
+	if i == 0 {
+		return "other"
+	}
+	return probe.DSCPName(dscp[i-1])
 }

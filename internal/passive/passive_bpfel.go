@@ -38,7 +38,7 @@ type passiveQueued struct {
 	Skb  uint64
 	Ts   uint64
 	Slot uint32
-	Pad  uint32
+	Dev  uint32
 }
 
 type passiveSlot struct {
@@ -82,6 +82,8 @@ const (
 	passiveProgTcpSegment    = "tcp_segment"
 	passiveProgTcpState      = "tcp_state"
 	passiveVarCgroupId       = "cgroup_id"
+	passiveVarDscpClass      = "dscp_class"
+	passiveVarDscpClasses    = "dscp_classes"
 	passiveVarFirstCount     = "first_count"
 	passiveVarFirstN         = "first_n"
 	passiveVarNetnsInum      = "netns_inum"
@@ -158,6 +160,8 @@ type passiveMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type passiveVariableSpecs struct {
 	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
+	DscpClass      *ebpf.VariableSpec `ebpf:"dscp_class"`
+	DscpClasses    *ebpf.VariableSpec `ebpf:"dscp_classes"`
 	FirstCount     *ebpf.VariableSpec `ebpf:"first_count"`
 	FirstN         *ebpf.VariableSpec `ebpf:"first_n"`
 	NetnsInum      *ebpf.VariableSpec `ebpf:"netns_inum"`
@@ -209,6 +213,8 @@ func (m *passiveMaps) Close() error {
 // It can be passed to loadPassiveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type passiveVariables struct {
 	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
+	DscpClass      *ebpf.Variable `ebpf:"dscp_class"`
+	DscpClasses    *ebpf.Variable `ebpf:"dscp_classes"`
 	FirstCount     *ebpf.Variable `ebpf:"first_count"`
 	FirstN         *ebpf.Variable `ebpf:"first_n"`
 	NetnsInum      *ebpf.Variable `ebpf:"netns_inum"`

@@ -80,6 +80,16 @@ type slotEntry struct {
 	val passiveSlot
 }
 
+// dscpClasses is the kernel's dscp_class: each DSCP value's class, 0 for
+// the values not named.
+func dscpClasses(dscp []int) [64]uint8 {
+	var out [64]uint8
+	for i, d := range dscp {
+		out[d] = uint8(i + 1)
+	}
+	return out
+}
+
 // slotCacheBits is CACHE_BITS: the slot cache has 1<<slotCacheBits entries.
 const slotCacheBits = 10
 
@@ -161,11 +171,22 @@ func (s *Session) plan() ([]slotEntry, error) {
 			}
 			n := max(a.NumTxQueues, 1)
 			dev := passiveEgressDev{Base: uint32(len(s.layout)) + 1, Queues: uint32(min(n, MaxQueues))}
+			// Each queue's classes in a row: the kernel's slot is
+			// base-1 + queue*classes + class.
+			addQueue := func(q int) {
+				if len(s.cfg.DSCP) == 0 {
+					add(Series{Measure: Egress, Device: a.Name, Queue: q})
+					return
+				}
+				for c := 0; c <= len(s.cfg.DSCP); c++ {
+					add(Series{Measure: Egress, Device: a.Name, Queue: q, DSCP: DSCPClass(s.cfg.DSCP, c)})
+				}
+			}
 			for q := 0; q < min(n, MaxQueues); q++ {
-				add(Series{Measure: Egress, Device: a.Name, Queue: q})
+				addQueue(q)
 			}
 			if n > MaxQueues {
-				add(Series{Measure: Egress, Device: a.Name, Queue: -1})
+				addQueue(-1)
 			} else {
 				dev.Queues-- // the last queue is the highest; none beyond
 			}
@@ -329,11 +350,13 @@ func (s *Session) load(entries []slotEntry) error {
 		cgroupID = st.Ino // a cgroup v2 id is its directory's inode
 	}
 	for name, v := range map[string]any{
-		"netns_inum":  inum,
-		"first_n":     firstN,
-		"first_count": uint32(len(s.cfg.FirstBytes)),
-		"cgroup_id":   cgroupID,
-		"rx_on":       s.cfg.RX,
+		"netns_inum":   inum,
+		"first_n":      firstN,
+		"first_count":  uint32(len(s.cfg.FirstBytes)),
+		"cgroup_id":    cgroupID,
+		"rx_on":        s.cfg.RX,
+		"dscp_classes": uint32(len(s.cfg.DSCP) + 1),
+		"dscp_class":   dscpClasses(s.cfg.DSCP),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("passive: set %s: %w", name, err)

@@ -41,6 +41,9 @@ type Series struct {
 	// MaxQueues up.
 	Device string `json:"device,omitempty"`
 	Queue  int    `json:"queue"`
+	// DSCP is the egress class (Config.DSCP): a DSCP name, or "other";
+	// "" when egress is not split.
+	DSCP string `json:"dscp,omitempty"`
 	// Receive, RTT, FirstBytes: protocol and port.
 	Proto string `json:"proto,omitempty"`
 	Port  uint16 `json:"port,omitempty"`
@@ -66,6 +69,9 @@ type Series struct {
 func (s *Series) Key() string {
 	switch s.Measure {
 	case Egress:
+		if s.DSCP != "" {
+			return fmt.Sprintf("egress %s q%d dscp:%s", s.Device, s.Queue, s.DSCP)
+		}
 		return fmt.Sprintf("egress %s q%d", s.Device, s.Queue)
 	case Receive:
 		return fmt.Sprintf("rx %s/%d %s", s.Proto, s.Port, s.Stage)

@@ -12,6 +12,7 @@ type Row struct {
 	Key     string  `json:"key"`
 	Device  string  `json:"device,omitempty"`
 	Queue   *int    `json:"queue,omitempty"`
+	DSCP    string  `json:"dscp,omitempty"`
 	Proto   string  `json:"proto,omitempty"`
 	Port    uint16  `json:"port,omitempty"`
 	Stage   string  `json:"stage,omitempty"`
@@ -46,7 +47,7 @@ func Summarize(s Snapshot, d time.Duration) []Row {
 		ser := &s.Series[i]
 		h := &ser.Hist
 		r := Row{
-			Measure: ser.Measure, Key: ser.Key(), Device: ser.Device, Proto: ser.Proto, Port: ser.Port,
+			Measure: ser.Measure, Key: ser.Key(), Device: ser.Device, DSCP: ser.DSCP, Proto: ser.Proto, Port: ser.Port,
 			Stage: ser.Stage, Bytes: ser.Bytes, Cgroup: ser.Cgroup, Count: h.Count(),
 			P50: us(h.Quantile(0.5)), P90: us(h.Quantile(0.9)), P99: us(h.Quantile(0.99)),
 			Max: us(h.Max()), Mean: us(h.Mean()),

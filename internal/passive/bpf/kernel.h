@@ -107,6 +107,7 @@ struct sk_buff {
 	__u16 transport_header;
 	unsigned int len;
 	__u16 queue_mapping;
+	__be16 protocol;
 	__u8 tstamp_type : 2; /* Linux 6.11 and later */
 } __attribute__((preserve_access_index));
 

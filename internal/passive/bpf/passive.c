@@ -81,7 +81,7 @@ struct queued {
 	__u64 skb;
 	__u64 ts;
 	__u32 slot;
-	__u32 pad;
+	__u32 dev; /* the device's address (low half) */
 };
 
 /* A TCP connection on a measured port. */
@@ -100,6 +100,11 @@ volatile const __u32 first_count = 0;
 /* The cgroup v2 id (its directory's inode) whose sockets' TCP is measured
  * apart, whatever their ports; 0: none. */
 volatile const __u64 cgroup_id = 0;
+/* Egress split by DSCP: each queue's histograms are dscp_classes in a row,
+ * the class of DSCP value d at dscp_class[d] (0: the other values). One
+ * class: no split, and no header read. */
+volatile const __u32 dscp_classes = 1;
+volatile const __u8 dscp_class[64] = {};
 /* Whether any port's receive path is measured: tcp_probe skips its
  * socket-stage lookup when not. */
 volatile const bool rx_on = false;
@@ -197,9 +202,8 @@ struct {
 
 /* The skb's address as a number (its low half): the verifier allows no
  * arithmetic but addition on a pointer. */
-static __always_inline __u64 skb_addr(unsigned long long *ctx)
+static __always_inline __u32 lo32(__u64 p)
 {
-	__u64 p = ctx[0];
 	__u32 lo;
 
 	/* A 32-bit move of a pointer: the verifier lets a privileged program
@@ -207,6 +211,11 @@ static __always_inline __u64 skb_addr(unsigned long long *ctx)
 	 * The low 32 bits name an skb among the few queued at once. */
 	asm volatile("%[lo] = %[p]" : [lo] "=w"(lo) : [p] "w"(p));
 	return lo;
+}
+
+static __always_inline __u64 skb_addr(unsigned long long *ctx)
+{
+	return lo32(ctx[0]);
 }
 
 static __always_inline __u32 queued_index(__u64 skb)
@@ -282,6 +291,24 @@ static __always_inline bool dev_netns_ok(const struct net_device *dev)
 
 /* ---- egress ---- */
 
+/* The egress class of skb: its DSCP's, from the IPv4 or IPv6 header (a
+ * packet of another protocol: 0, the other values). */
+static __always_inline __u32 egress_class(struct sk_buff *skb)
+{
+	__u8 b[2];
+	__u8 d;
+
+	if (bpf_probe_read_kernel(b, sizeof(b), skb->head + skb->network_header))
+		return 0;
+	if (skb->protocol == bpf_htons(0x0800) && (b[0] >> 4) == 4)
+		d = b[1] >> 2;
+	else if (skb->protocol == bpf_htons(0x86DD) && (b[0] >> 4) == 6)
+		d = ((b[0] & 0xf) << 2) | (b[1] >> 6);
+	else
+		return 0;
+	return dscp_class[d & 63];
+}
+
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(egress_enqueue, struct sk_buff *skb)
 {
@@ -296,6 +323,9 @@ int BPF_PROG(egress_enqueue, struct sk_buff *skb)
 	__u32 q = skb->queue_mapping;
 	if (q > e->queues)
 		q = e->queues;
+	__u32 slot = e->base - 1 + q * dscp_classes;
+	if (dscp_classes > 1)
+		slot += egress_class(skb);
 	__u64 addr = skb_addr(ctx);
 	__u32 i = queued_index(addr);
 	struct queued *v = bpf_map_lookup_elem(&queued, &i);
@@ -306,7 +336,8 @@ int BPF_PROG(egress_enqueue, struct sk_buff *skb)
 	 * and after reading the rest, and so never takes another skb's time. */
 	WRITE_ONCE(v->skb, 0);
 	WRITE_ONCE(v->ts, bpf_ktime_get_ns());
-	WRITE_ONCE(v->slot, e->base - 1 + q);
+	WRITE_ONCE(v->slot, slot);
+	WRITE_ONCE(v->dev, lo32((__u64)dev));
 	WRITE_ONCE(v->skb, addr);
 	return 0;
 }
@@ -322,7 +353,15 @@ int BPF_PROG(egress_xmit, struct sk_buff *skb)
 		return 0;
 	__u64 ts = READ_ONCE(v->ts);
 	__u32 slot = READ_ONCE(v->slot);
+	__u32 dev = READ_ONCE(v->dev);
 	if (READ_ONCE(v->skb) != addr)
+		return 0;
+	/* An entry a dropped skb left (a full qdisc drops at its door, after
+	 * net_dev_queue) matches the next skb its memory is reused for; on
+	 * this device that skb was queued and overwrote it, but on another
+	 * device (whose enqueue is not measured, so writes no entry) it would
+	 * be taken for this one's: the device must be the same. */
+	if (dev != lo32((__u64)skb->dev))
 		return 0;
 	WRITE_ONCE(v->skb, 0);
 	__u64 now = bpf_ktime_get_ns();
