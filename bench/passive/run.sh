@@ -12,6 +12,8 @@
 #
 #   bash bench/passive/run.sh
 #   ROUNDS=7 SECS=5 bash bench/passive/run.sh
+#   ROUNDS=0 bash bench/passive/run.sh             the per-hook statistics only
+#   DSCP=EF ROUNDS=0 bash bench/passive/run.sh     egress split by DSCP class
 #
 # Goal (issue 29): at most 150 ns a packet a hook, at most 5% of the
 # packets per second lost. ePPing (PAM 2023) reports over 1 Mpps per core.
@@ -86,7 +88,7 @@ watches() {
 	local d=$((SECS + 2))s
 	wpids=()
 	if [ "$mode" = egress ] || [ "$mode" = all ]; then
-		in_a "$work/lowlat" watch --duration "$d" --iface va "$@" >"$work/w-a.out" 2>"$work/w-a.err" &
+		in_a "$work/lowlat" watch --duration "$d" --iface va ${DSCP:+--dscp "$DSCP"} "$@" >"$work/w-a.out" 2>"$work/w-a.err" &
 		wpids+=($!)
 	fi
 	if [ "$mode" = rx ] || [ "$mode" = all ]; then
