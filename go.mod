@@ -18,6 +18,8 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
+	gonum.org/v1/gonum v0.16.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -29,5 +31,4 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
