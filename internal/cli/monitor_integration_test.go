@@ -911,7 +911,7 @@ func TestIntegrationMonitorPassive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`lowlat_host_egress_queue_seconds_bucket{device="mc0",queue="0",le=`, `lowlat_tcp_rtt_seconds_count{port="7431"}`,
+	for _, want := range []string{`lowlat_host_egress_queue_seconds_bucket{device="mc0",dscp="",queue="0",le=`, `lowlat_tcp_rtt_seconds_count{port="7431"}`,
 		`lowlat_tcp_retransmits_total{port="7431"}`, `lowlat_tcp_connections_total{port="7431"}`, `lowlat_host_receive_seconds_bucket{port="7431",proto="tcp",stage="read"`, `lowlat_passive_up 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the scrape lacks %s", want)

@@ -60,7 +60,7 @@ func watchPassive(e *env, vr *VariantResult) (stop func()) {
 		for _, f := range look.Figures {
 			var h passive.Hist
 			for i := range diff.Series {
-				if strings.HasPrefix(diff.Series[i].Key(), f.Prefix) {
+				if k := diff.Series[i].Key(); strings.HasPrefix(k, f.Prefix) && strings.HasSuffix(k, f.Suffix) {
 					h.Add(&diff.Series[i].Hist)
 				}
 			}

@@ -276,6 +276,7 @@ func init() {
 		{Metric: "derived.game_loaded_p99_ms", Unit: "ms", Desc: "game RTT p99 under the download"},
 		{Metric: "derived.bulk_mbps", Unit: "Mbit/s", Desc: "bulk download goodput"},
 		{Metric: "derived.passive_egress_p99_ms", Unit: "ms", Desc: "passive: egress queueing p99 of every packet the server's NIC sends (kernel)"},
+		{Metric: "derived.passive_egress_ef_p99_ms", Unit: "ms", Desc: "passive: egress queueing p99 of the game flow's packets (DSCP EF class, kernel; watch --dscp EF)"},
 	}
 	register(&Scenario{
 		Name: "game-egress", Runbook: "000",
@@ -295,12 +296,15 @@ func init() {
 		Variants: []Variant{
 			{Name: "baseline", Desc: "default FIFO at the server's egress",
 				Expect: []Expect{{Metric: "derived.server_queueing_p99_ms", Op: ">=", Value: 10, Unit: "ms",
-					Desc: "runbook 000 before its fix: server queueing p99 21 ms; the baseline must show at least 10 ms"}}},
+					Desc: "runbook 000 before its fix: server queueing p99 21 ms; the baseline must show at least 10 ms"},
+					{Metric: "derived.passive_egress_ef_p99_ms", Op: ">=", Value: 10, Unit: "ms",
+						Desc: "the same, read passively from the game flow's DSCP class, as watch --dscp EF would in production"}}},
 			{Name: "game-udp", Desc: "lowlat's game-udp profile on the server",
 				Fix: &Fix{Profile: "game-udp", Side: "server", Require: []string{"qdisc.root"}},
 				Expect: []Expect{
 					gateKeeps(),
 					{Metric: "derived.server_queueing_p99_ms", Op: "<", Value: 4.3, Unit: "ms", Desc: "runbook 000 after its fix: server queueing p99 4.3 ms; game-udp must beat it"},
+					{Metric: "derived.passive_egress_ef_p99_ms", Op: "<", Value: 4.3, Unit: "ms", Desc: "the same, read passively from the game flow's DSCP class"},
 					{Metric: "derived.bulk_share", Op: ">=", Value: 0.85, Unit: "of NIC", Desc: "lowlat: fair queueing costs the download little (goodput ≥ 85 % of the NIC; headers take 4.4 %)"},
 				}},
 		},

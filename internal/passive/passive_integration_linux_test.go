@@ -162,11 +162,13 @@ func TestIntegrationEgressStandingQueue(t *testing.T) {
 	go func() { errc <- flood(ctx, p.cli, "10.9.0.2:9", 1000, 3*time.Millisecond) }()
 
 	time.Sleep(1500 * time.Millisecond) // fill the queue
-	before, err := s.Snapshot()
+	// The qdisc's counter read outside the snapshots: the measured window
+	// lies inside the counted one.
+	st0, err := rootStats(p.cli, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st0, err := rootStats(p.cli, "a")
+	before, err := s.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +205,11 @@ func TestIntegrationEgressStandingQueue(t *testing.T) {
 	}
 	// One value per packet the tbf handed on, no more: the skbs it drops
 	// at its door once counted twice, their reused memory taken for
-	// another device's packets (p99 270 ms where the queue held 54).
-	if sent := uint64(st1.Basic.Packets - st0.Basic.Packets); d.Hist.Count() > sent+2 || d.Hist.Count()+4 < sent {
-		t.Errorf("egress a q0 holds %d values, the tbf sent %d packets in the window", d.Hist.Count(), sent)
+	// another device's packets (p99 270 ms where the queue held 54). The
+	// counter's window is the wider by the reads at its edges (a few
+	// packets on the emulated CPU).
+	if sent := uint64(st1.Basic.Packets - st0.Basic.Packets); d.Hist.Count() > sent || d.Hist.Count()+10 < sent {
+		t.Errorf("egress a q0 holds %d values, the tbf sent %d packets in a window around it", d.Hist.Count(), sent)
 	}
 	if diff := float64(got-want) / float64(want); diff > 0.10 || diff < -0.10 {
 		t.Errorf("egress p50 %v, the queue's delay (backlog/rate) %v: off by %.1f%%, want within 10%%", got, want, diff*100)
@@ -458,8 +462,11 @@ func TestIntegrationRXReceiverBesideHog(t *testing.T) {
 		}
 	}
 	b, m := busy.Find("rx tcp/7777 read").Hist, moved.Find("rx tcp/7777 read").Hist
-	if b.Count() < 1000 || m.Count() < 1000 {
-		t.Fatalf("read %d and %d messages of two 3 s runs at 1000/s", b.Count(), m.Count())
+	// Beside the hog the receiver reads what its share of the CPU allows
+	// (on the emulated CPU once 650: TCP's window filled and the sender
+	// waited); 300 values still place a p99.
+	if b.Count() < 300 || m.Count() < 1000 {
+		t.Fatalf("read %d and %d messages of two 3 s runs at 1000/s, want 300 and 1000 at least", b.Count(), m.Count())
 	}
 	if b.Quantile(0.99) < 4*m.Quantile(0.99) {
 		t.Errorf("read p99 beside a hog %v, moved away %v: want the first 4x the second", b.Quantile(0.99), m.Quantile(0.99))
@@ -996,11 +1003,11 @@ func TestIntegrationEgressDSCP(t *testing.T) {
 	// (a busy sink once overflowed its buffer with the flood's).
 	go func() { errc <- flood(ctx, p.cli, "10.9.0.2:10", 1000, 3*time.Millisecond) }()
 	time.Sleep(1500 * time.Millisecond) // fill the queue
-	before, err := s.Snapshot()
+	st0, err := rootStats(p.cli, "a") // outside the snapshots, as above
 	if err != nil {
 		t.Fatal(err)
 	}
-	st0, err := rootStats(p.cli, "a")
+	before, err := s.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1040,17 +1047,16 @@ func TestIntegrationEgressDSCP(t *testing.T) {
 	}
 	d := after.Sub(before)
 	// Every packet the tbf sent in the window is in one class: nothing
-	// lost, nothing counted twice (a sample lost when two queued skbs share
-	// a pairing slot aside). The window's edges are a snapshot's
-	// microseconds from the qdisc's counter.
+	// counted twice, nothing lost but the few the counter's wider window
+	// holds (and a sample lost when two queued skbs share a pairing slot).
 	var total uint64
 	for _, ser := range d.Series {
 		total += ser.Hist.Count()
 	}
 	sent := st1.Basic.Packets - st0.Basic.Packets
 	t.Logf("all classes: %d packets; the tbf sent %d", total, sent)
-	if total > uint64(sent)+2 || total+4 < uint64(sent) {
-		t.Errorf("the classes hold %d packets, the tbf sent %d in the window", total, sent)
+	if total > uint64(sent) || total+10 < uint64(sent) {
+		t.Errorf("the classes hold %d packets, the tbf sent %d in a window around it", total, sent)
 	}
 	other := d.Find("egress a q0 dscp:other")
 	if other == nil {

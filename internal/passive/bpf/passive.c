@@ -306,7 +306,13 @@ static __always_inline __u32 egress_class(struct sk_buff *skb)
 		d = ((b[0] & 0xf) << 2) | (b[1] >> 6);
 	else
 		return 0;
-	return dscp_class[d & 63];
+	/* Older verifiers (6.1) lose d's bound: check it where the compiler
+	 * cannot fold the check away, as record() does. */
+	__u32 i = d;
+	barrier_var(i);
+	if (i >= 64)
+		return 0;
+	return dscp_class[i];
 }
 
 SEC("tp_btf/net_dev_queue")
