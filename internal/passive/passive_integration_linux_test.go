@@ -1003,7 +1003,7 @@ func TestIntegrationEgressDSCP(t *testing.T) {
 	// (a busy sink once overflowed its buffer with the flood's).
 	go func() { errc <- flood(ctx, p.cli, "10.9.0.2:10", 1000, 3*time.Millisecond) }()
 	time.Sleep(1500 * time.Millisecond) // fill the queue
-	st0, err := rootStats(p.cli, "a") // outside the snapshots, as above
+	st0, err := rootStats(p.cli, "a")   // outside the snapshots, as above
 	if err != nil {
 		t.Fatal(err)
 	}
