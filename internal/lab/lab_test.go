@@ -109,6 +109,8 @@ func TestExpectationsFromRunbooks(t *testing.T) {
 	}{
 		{"game-egress", "baseline", "derived.server_queueing_p99_ms", ">=", 10, 0},
 		{"game-egress", "game-udp", "derived.server_queueing_p99_ms", "<", 4.3, 0},
+		{"game-egress", "baseline", "derived.passive_egress_ef_p99_ms", ">=", 10, 0},
+		{"game-egress", "game-udp", "derived.passive_egress_ef_p99_ms", "<", 4.3, 0},
 		{"cross-border-jitter", "baseline", "derived.server_queueing_p99_ms", ">=", 10, 0},
 		{"cross-border-jitter", "game-udp", "derived.server_queueing_p99_ms", "<", 4.3, 0},
 		{"bufferbloat-uplink", "bbr-1-flow", "derived.loaded_p50_ms", "<", 200, 1},
