@@ -84,7 +84,7 @@ type Rules struct {
 	MinSteps int
 }
 
-// DefaultRules are the rules lowlat canary judge uses unless told.
+// DefaultRules are the judge's defaults.
 var DefaultRules = Rules{Alpha: 0.05, MinHosts: 2, MinCoverage: 0.8, MinSteps: 6}
 
 // Class is a metric's or a whole judgement's classification.
