@@ -13,17 +13,13 @@ var testWindow = Synthetic{Canary: 4, Control: 8, Steps: 24, HostSpread: 0.15, S
 
 var p99 = Metric{Name: "p99", Scale: Ratio, Tolerance: 0.05}
 
-func share(f Synthetic, m Metric, class Class, n int, seed uint64) float64 {
-	return f.Share(m, DefaultRules, class, n, seed)
-}
-
 // A/A: the same distribution in both groups fails in at most 5 % of 1,000
 // runs, with a baseline and without.
 func TestAAFalseFail(t *testing.T) {
 	for _, baseline := range []bool{true, false} {
 		f := testWindow
 		f.Baseline = baseline
-		got := share(f, p99, Fail, 1000, 1)
+		got := f.Share(p99, DefaultRules, Fail, 1000, 1)
 		t.Logf("A/A, baseline %v: fail in %.1f %% of 1000 runs", baseline, 100*got)
 		if got > 0.05 {
 			t.Errorf("A/A, baseline %v: fail in %.1f %% of 1000 runs, want at most 5 %%", baseline, 100*got)
@@ -36,14 +32,14 @@ func TestAAFalseFail(t *testing.T) {
 func TestPowerTwentyPercent(t *testing.T) {
 	f := testWindow
 	f.Effect = 0.20
-	got := share(f, p99, Fail, 1000, 2)
+	got := f.Share(p99, DefaultRules, Fail, 1000, 2)
 	t.Logf("+20 %% p99, 4 canary vs 8 control, 24 steps: fail in %.1f %% of 1000 runs", 100*got)
 	if got < 0.95 {
 		t.Errorf("+20 %% p99: fail in %.1f %% of runs, want at least 95 %%", 100*got)
 	}
 	// An increase within the tolerance is never a fail.
 	f.Effect = 0.02
-	if got := share(f, p99, Fail, 1000, 3); got > 0.05 {
+	if got := f.Share(p99, DefaultRules, Fail, 1000, 3); got > 0.05 {
 		t.Errorf("+2 %% p99 (tolerance 5 %%): fail in %.1f %% of runs", 100*got)
 	}
 }

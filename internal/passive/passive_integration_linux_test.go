@@ -36,23 +36,34 @@ func newPair(t *testing.T) pair {
 	t.Helper()
 	p := pair{testnet.New(t), testnet.New(t)}
 	p.cli.Veth(t, "a", "b", p.srv, 1)
+	p.addrs(t, "10.9.0.1/24", "10.9.0.2/24")
+	return p
+}
+
+// addrs adds cli to the client's device a and srv to the server's b (no
+// duplicate address detection: an IPv6 address is usable at once).
+func (p pair) addrs(t *testing.T, cli, srv string) {
+	t.Helper()
 	for _, x := range []struct {
 		ns   *testnet.NS
 		dev  string
 		addr string
-	}{{p.cli, "a", "10.9.0.1/24"}, {p.srv, "b", "10.9.0.2/24"}} {
+	}{{p.cli, "a", cli}, {p.srv, "b", srv}} {
 		if err := x.ns.Do(func() error {
 			l, err := netlink.LinkByName(x.dev)
 			if err != nil {
 				return err
 			}
-			a, _ := netlink.ParseAddr(x.addr)
+			a, err := netlink.ParseAddr(x.addr)
+			if err != nil {
+				return err
+			}
+			a.Flags = unix.IFA_F_NODAD
 			return netlink.AddrAdd(l, a)
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return p
 }
 
 // tbf shapes dev in ns: rate in bytes/s, burst and limit in bytes.
@@ -975,23 +986,7 @@ func sink(t *testing.T, ns *testnet.NS, network, addr string) (count func(size i
 // the delay of the one FIFO they share.
 func TestIntegrationEgressDSCP(t *testing.T) {
 	p := newPair(t)
-	for _, x := range []struct {
-		ns   *testnet.NS
-		dev  string
-		addr string
-	}{{p.cli, "a", "fd09::1/64"}, {p.srv, "b", "fd09::2/64"}} {
-		if err := x.ns.Do(func() error {
-			l, err := netlink.LinkByName(x.dev)
-			if err != nil {
-				return err
-			}
-			a, _ := netlink.ParseAddr(x.addr)
-			a.Flags = unix.IFA_F_NODAD
-			return netlink.AddrAdd(l, a)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.addrs(t, "fd09::1/64", "fd09::2/64")
 	tbf(t, p.cli, "a", 250_000, 4096, 14096)
 	got4 := sink(t, p.srv, "udp4", "10.9.0.2:9")
 	got6 := sink(t, p.srv, "udp6", "[fd09::2]:9")
