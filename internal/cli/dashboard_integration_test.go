@@ -1,0 +1,379 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lowlat/lowlat/internal/dashboard"
+	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/testnet"
+)
+
+// dashMonitor starts 'lowlat monitor' in the client namespace with the
+// whole config after its listen line; it returns the metrics address.
+func (w *monitorWorld) dashMonitor(name, config string) string {
+	w.t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(w.t, w.client))
+	cfg := filepath.Join(w.dir, name+".toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("listen = %q\n%s", addr, config)), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	w.daemon(w.client, name+".log", w.bin, "monitor", "--config", cfg)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, _, err := w.get(addr, "/metrics")
+		if err == nil && code == 200 {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("monitor %s: %s/metrics not up after 15 s: %d %v\n%s", name, addr, code, err, w.logOf(name+".log"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dashPrometheus starts Debian's Prometheus scraping each group's monitors
+// every second, their series labelled group="<group>" by the scrape
+// config as a fleet's would be, with no recording rules and no native
+// histograms: the dashboard must work on a bare 2.42.
+func (w *monitorWorld) dashPrometheus(name string, groups map[string][]string) string {
+	w.t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		w.t.Fatal("prometheus not found (apt-get install prometheus; make deps installs it)")
+	}
+	text := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: lowlat\n    static_configs:\n"
+	var names []string
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	for _, g := range names {
+		var quoted []string
+		for _, a := range groups[g] {
+			quoted = append(quoted, strconv.Quote(a))
+		}
+		text += fmt.Sprintf("      - targets: [%s]\n        labels: {group: %q}\n", strings.Join(quoted, ", "), g)
+	}
+	cfg := filepath.Join(w.dir, name+".yml")
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(w.t, w.client))
+	w.daemon(w.client, name+".log", bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(w.dir, name+"-data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	w.waitHTTP(addr, "/-/ready")
+	return addr
+}
+
+// dashQuery runs an instant query and returns its series, or Prometheus's
+// error; it does not fail the test, so every panel gets its own verdict.
+func (w *monitorWorld) dashQuery(prom, expr string) ([]sample, error) {
+	code, body, err := w.get(prom, "/api/v1/query?query="+urlEscape(expr))
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Status, Error string
+		Data          struct {
+			ResultType string
+			Result     []struct {
+				Metric map[string]string
+				Value  [2]any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		return nil, fmt.Errorf("%d: %v: %.300s", code, err, body)
+	}
+	if r.Status != "success" || code != 200 {
+		return nil, fmt.Errorf("%d %s: %s", code, r.Status, r.Error)
+	}
+	if r.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("a %s, want a vector", r.Data.ResultType)
+	}
+	var out []sample
+	for _, s := range r.Data.Result {
+		str, _ := s.Value[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("value %q", str)
+		}
+		out = append(out, sample{labels: s.Metric, value: v})
+	}
+	return out, nil
+}
+
+// promtoolRules writes a rules file recording each expression and runs
+// 'promtool check rules' on it: Prometheus's own parser, and the same
+// checks Prometheus makes when it loads rules.
+func promtoolRules(t *testing.T, dir, name string, exprs []string) ([]byte, error) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found (make deps installs prometheus)")
+	}
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: lowlat_dashboard\n    rules:\n")
+	for i, e := range exprs {
+		fmt.Fprintf(&b, "      - record: lowlat_dashboard:query_%02d\n        expr: %s\n", i, strconv.Quote(e))
+	}
+	file := filepath.Join(dir, name)
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(promtool, "check", "rules", file).CombinedOutput()
+}
+
+// TestIntegrationDashboardQueries runs every query of the fleet dashboard
+// (deploy/grafana/lowlat.json, internal/dashboard), its template variables
+// substituted as Grafana would, against Debian's Prometheus scraping four
+// monitors, two labelled group="canary" and two group="control": each
+// parses with Prometheus's parser (promtool), runs without an error and
+// returns series. The monitors probe a reflector over udp, tcp and crr,
+// run the doctor, measure their own traffic ([passive]) and two hold a
+// transaction awaiting confirmation, so every panel has data; one target
+// answers the canaries only, so the overlay must tell the groups apart.
+func TestIntegrationDashboardQueries(t *testing.T) {
+	if testnet.InVM() {
+		t.Skip("reads deploy/grafana from the repository, which the VM does not have; Prometheus and its parser do not depend on the kernel")
+	}
+	testnet.Heavy(t, "four monitors and Prometheus answering every dashboard query (~20 s)")
+	committed, err := os.ReadFile("../../deploy/grafana/lowlat.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := dashboard.JSON(); err != nil || string(want) != string(committed) {
+		t.Fatalf("deploy/grafana/lowlat.json is not what internal/dashboard builds (%v): run 'go generate ./internal/dashboard'", err)
+	}
+
+	w := newMonitorWorld(t)
+	w.reflector()
+	// A second reflector on the client's side, so connections arrive at a
+	// port of the monitored host: first bytes are measured on ports it
+	// accepts on.
+	w.daemon(w.client, "reflector-local.log", w.bin, "reflector", "--listen", monClient+":7432", "--quiet")
+
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := map[string][]string{}
+	addrs := map[string]string{}
+	for _, m := range []struct {
+		name, group string
+		passive     bool
+		txn         bool
+	}{
+		{"canary-a", "canary", true, true},
+		{"canary-b", "canary", false, true},
+		{"control-a", "control", true, false},
+		{"control-b", "control", false, false},
+	} {
+		jpath := filepath.Join(w.dir, m.name+".journal")
+		if m.txn {
+			// A transaction in force, awaiting 'lowlat confirm' for 10
+			// minutes; it changed no knob, so nothing drifts.
+			j, err := journal.Open(jpath, journal.ReadWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			by := time.Now().Add(10 * time.Minute)
+			id := "t-dash-" + m.name
+			for _, r := range []journal.Record{
+				{Type: journal.TypeBegin, Txn: id, Time: time.Now(), Meta: &journal.Meta{Profile: "game-udp", ConfirmBy: &by, BootID: strings.TrimSpace(string(boot))}},
+				{Type: journal.TypeCommit, Txn: id, Time: time.Now()},
+			} {
+				if err := j.Append(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j.Close()
+		}
+		cfg := fmt.Sprintf("doctor_interval = \"1m\"\njournal = %q\n", jpath)
+		// edge answers the canaries only: nothing listens on 7439, so the
+		// control group's loss to it is all its probes.
+		edge := monServer + ":7431"
+		if m.group == "control" {
+			edge = monServer + ":7439"
+		}
+		for _, tg := range []struct{ name, kind, addr, extra string }{
+			{"r", "udp", monServer + ":7431", ""},
+			{"edge", "udp", edge, ""},
+			{"t", "tcp", monServer + ":7431", ""},
+			{"local", "crr", monClient + ":7432", "response = 4096\n"},
+		} {
+			cfg += fmt.Sprintf("[[target]]\nname = %q\nkind = %q\naddress = %q\ninterval = \"100ms\"\ntimeout = \"1s\"\n%s", tg.name, tg.kind, tg.addr, tg.extra)
+		}
+		if m.passive {
+			cfg += "[passive]\ndevices = [\"mc0\"]\nports = [\"tcp/7431\", \"tcp/7432\"]\nfirst_bytes = [\"2KB\"]\n"
+		}
+		addrs[m.name] = w.dashMonitor(m.name, cfg)
+		groups[m.group] = append(groups[m.group], addrs[m.name])
+	}
+	prom := w.dashPrometheus("prom-dashboard", groups)
+
+	all := map[string]string{"__rate_interval": "1m", "job": ".*", "instance": ".*", "target": ".*",
+		"group_label": "group", "canary": "canary", "control": "control"}
+	queries := dashboard.Queries()
+	var exprs []string
+	for _, q := range queries {
+		exprs = append(exprs, dashboard.Substitute(q.Expr, all))
+	}
+
+	// Every query parses with Prometheus's parser; a broken one is refused,
+	// so the check can fail.
+	if out, err := promtoolRules(t, w.dir, "dashboard.rules.yml", exprs); err != nil {
+		t.Errorf("promtool check rules on the dashboard's %d queries: %v\n%s", len(exprs), err, out)
+	} else {
+		t.Logf("promtool: %s", strings.TrimSpace(string(out)))
+	}
+	broken := strings.TrimSuffix(exprs[0], ")") // one parenthesis short
+	if out, err := promtoolRules(t, w.dir, "broken.rules.yml", []string{broken}); err == nil {
+		t.Errorf("promtool accepted %s:\n%s", broken, out)
+	} else if !strings.Contains(string(out), "parse error") {
+		t.Errorf("promtool refused %s without a parse error:\n%s", broken, out)
+	}
+
+	// exempt lists queries allowed to return nothing, each with why.
+	// Empty: the test produces every series the dashboard reads.
+	exempt := map[string]string{}
+
+	// Wait until every query has series (rates need two scrapes, the doctor
+	// its first run, first bytes a few crr connections), at most 40 s.
+	results := make([][]sample, len(queries))
+	errs := make([]error, len(queries))
+	start := time.Now()
+	deadline := start.Add(40 * time.Second)
+	for {
+		missing := 0
+		for i := range queries {
+			results[i], errs[i] = w.dashQuery(prom, exprs[i])
+			if errs[i] != nil || finite(results[i]) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("%d queries of %d panels answered after %.1f s", len(queries), countPanels(queries), time.Since(start).Seconds())
+	for i, q := range queries {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("panel %q query %s: %v\n%s", q.Panel, q.RefID, errs[i], exprs[i])
+		case finite(results[i]) == 0 && exempt[q.Panel] == "":
+			t.Errorf("panel %q query %s: no series with a value (%d NaN)\n%s", q.Panel, q.RefID, len(results[i]), exprs[i])
+		case finite(results[i]) == 0:
+			t.Logf("panel %q query %s: no series (exempt: %s)", q.Panel, q.RefID, exempt[q.Panel])
+		default:
+			t.Logf("panel %q %s: %d series (%d with a value), e.g. %v = %.4g", q.Panel, q.RefID, len(results[i]), finite(results[i]), results[i][0].labels, results[i][0].value)
+		}
+	}
+
+	// What the panels say holds what the test built.
+	byPanel := func(title, ref string) []sample {
+		for i, q := range queries {
+			if q.Panel == title && q.RefID == ref {
+				return results[i]
+			}
+		}
+		t.Fatalf("no panel %q query %s", title, ref)
+		return nil
+	}
+	for _, ref := range []string{"A", "B"} {
+		if s := byPanel("Hosts per group", ref); len(s) != 1 || s[0].value != 2 {
+			t.Errorf("Hosts per group %s: %v, want 2 hosts", ref, s)
+		}
+	}
+	instances := map[string]bool{}
+	for _, s := range byPanel("RTT p99 per host and target", "A") {
+		instances[s.labels["instance"]] = true
+		if s.labels["target"] == "edge" && math.IsNaN(s.value) {
+			continue // the control group's dead edge: no reply, no round trip
+		}
+		if !(s.value > 0 && s.value < 0.1) {
+			t.Errorf("p99 %v: %v, want a round trip on a veth", s.labels, s.value)
+		}
+	}
+	if len(instances) != 4 {
+		t.Errorf("RTT p99 per host and target: instances %v, want the four monitors", instances)
+	}
+	// The overlay tells the groups apart: edge answers the canaries only.
+	edgeLoss := func(ref string) float64 {
+		for _, s := range byPanel("Loss: canary against control", ref) {
+			if s.labels["target"] == "edge" {
+				return s.value
+			}
+		}
+		return math.NaN()
+	}
+	if c, k := edgeLoss("A"), edgeLoss("B"); c != 0 || !(k > 0.8) {
+		t.Errorf("edge's loss: canary %v, control %v; want 0 and all (~1)", c, k)
+	}
+	for _, s := range byPanel("Transactions in force", "A") {
+		if !strings.HasPrefix(s.labels["txn"], "t-dash-canary") || s.labels["profile"] != "game-udp" {
+			t.Errorf("transaction %v: want the canaries' t-dash-*", s.labels)
+		}
+	}
+	for _, s := range byPanel("Confirm deadlines", "A") {
+		if s.value < 500 || s.value > 600 {
+			t.Errorf("confirm deadline %v in %.0f s, want 10 minutes less the test's time", s.labels, s.value)
+		}
+	}
+
+	// The row repeated per host: one instance, as Grafana substitutes a
+	// single value (a regex-escaped one).
+	one := map[string]string{}
+	for k, v := range all {
+		one[k] = v
+	}
+	host := addrs["control-b"]
+	one["instance"] = strings.ReplaceAll(regexp.QuoteMeta(host), `\`, `\\`)
+	perHost := dashboard.Substitute(`max by (instance) (lowlat_probe_jitter_seconds{job=~"$job", instance=~"$instance", target=~"$target"})`, one)
+	if s, err := w.dashQuery(prom, perHost); err != nil || len(s) != 1 || s[0].labels["instance"] != host {
+		t.Errorf("%s: %v %v, want %s alone", perHost, s, err, host)
+	}
+	for _, q := range queries {
+		if !strings.Contains(q.Panel, "$instance") {
+			continue
+		}
+		e := dashboard.Substitute(q.Expr, one)
+		if s, err := w.dashQuery(prom, e); err != nil || len(s) == 0 {
+			t.Errorf("repeated row %q %s for %s: %v %v\n%s", q.Panel, q.RefID, host, s, err, e)
+		}
+	}
+}
+
+// finite counts the series with a value (histogram_quantile of an empty
+// rate is NaN, which Grafana draws as nothing).
+func finite(ss []sample) int {
+	n := 0
+	for _, s := range ss {
+		if !math.IsNaN(s.value) && !math.IsInf(s.value, 0) {
+			n++
+		}
+	}
+	return n
+}
+
+func countPanels(qs []dashboard.Query) int {
+	seen := map[string]bool{}
+	for _, q := range qs {
+		seen[q.Panel] = true
+	}
+	return len(seen)
+}
