@@ -5,6 +5,7 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/lowlat/lowlat/internal/dashboard"
 	"github.com/lowlat/lowlat/internal/journal"
+	"github.com/lowlat/lowlat/internal/report"
 	"github.com/lowlat/lowlat/internal/testnet"
 )
 
@@ -252,13 +254,19 @@ func TestIntegrationDashboardQueries(t *testing.T) {
 	exempt := map[string]string{}
 
 	// Wait until every query has series (rates need two scrapes, the doctor
-	// its first run, first bytes a few crr connections), at most 40 s.
+	// its first run, first bytes a few crr connections) and every monitor
+	// is in the rates, at most 40 s.
 	results := make([][]sample, len(queries))
 	errs := make([]error, len(queries))
 	start := time.Now()
 	deadline := start.Add(40 * time.Second)
 	for {
 		missing := 0
+		// Every monitor's replies have a rate (two scrapes of each); checked
+		// first, so the queries below see all four.
+		if s, err := w.dashQuery(prom, `rate(lowlat_probe_rtt_seconds_count{target="r"}[1m]) > 0`); err != nil || len(s) < 4 {
+			missing++
+		}
 		for i := range queries {
 			results[i], errs[i] = w.dashQuery(prom, exprs[i])
 			if errs[i] != nil || finite(results[i]) == 0 {
@@ -356,6 +364,17 @@ func TestIntegrationDashboardQueries(t *testing.T) {
 			t.Errorf("repeated row %q %s for %s: %v %v\n%s", q.Panel, q.RefID, host, s, err, e)
 		}
 	}
+
+	// LOWLAT_DASHBOARD_SVG=FILE (relative: to the repository's root) draws
+	// the picture docs/img/dashboard.svg holds, after two more minutes of
+	// data.
+	if path := os.Getenv("LOWLAT_DASHBOARD_SVG"); path != "" {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join("../..", path)
+		}
+		time.Sleep(2 * time.Minute)
+		dashboardSVG(t, w, prom, all, start, time.Now(), path)
+	}
 }
 
 // finite counts the series with a value (histogram_quantile of an empty
@@ -368,6 +387,80 @@ func finite(ss []sample) int {
 		}
 	}
 	return n
+}
+
+// dashboardSVG draws four of the dashboard's panels from the same queries
+// over the test's run, with internal/report's charts, into one SVG file:
+// the picture docs show, captioned as what it is (not Grafana's rendering).
+// Range queries step every 2 s; $__rate_interval is 10 s, Grafana's
+// max(4 × scrape interval, step + scrape interval) for a 1 s scrape at a
+// finer step than a browser's.
+func dashboardSVG(t *testing.T, w *monitorWorld, prom string, vars map[string]string, from, to time.Time, path string) {
+	t.Helper()
+	vars = maps.Clone(vars)
+	vars["__rate_interval"] = "10s"
+	panels := []struct {
+		title, unit string
+		scale       float64
+	}{
+		{"RTT p99: canary against control", "ms", 1e3},
+		{"Loss: canary against control", "%", 100},
+		{"Egress queueing p50 / p99 per device", "µs", 1e6},
+		{"TCP RTT p50 / p99 per port", "ms", 1e3},
+	}
+	legendVar := regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
+	var charts []string
+	for _, p := range panels {
+		c := report.Chart{Title: p.title, XLabel: "seconds before the end of the run", YLabel: p.unit, XMax: 0, Width: 640, Height: 300}
+		for _, q := range dashboard.Queries() {
+			if q.Panel != p.title {
+				continue
+			}
+			expr := dashboard.Substitute(q.Expr, vars)
+			var d struct {
+				ResultType string
+				Result     []struct {
+					Metric map[string]string
+					Values [][2]any
+				}
+			}
+			w.api(prom, fmt.Sprintf("/api/v1/query_range?query=%s&start=%d&end=%d&step=2", urlEscape(expr), from.Unix(), to.Unix()), &d)
+			for _, r := range d.Result {
+				name := dashboard.Substitute(q.Legend, vars)
+				name = legendVar.ReplaceAllStringFunc(name, func(m string) string { return r.Metric[legendVar.FindStringSubmatch(m)[1]] })
+				var pts [][2]float64
+				for _, v := range r.Values {
+					ts, _ := v[0].(float64)
+					str, _ := v[1].(string)
+					y, err := strconv.ParseFloat(str, 64)
+					if err != nil {
+						t.Fatalf("%s: value %q", expr, str)
+					}
+					pts = append(pts, [2]float64{ts - float64(to.Unix()), y * p.scale})
+				}
+				c.Series = append(c.Series, report.Series{Name: name, Points: pts, Breaks: true, Color: report.Palette(len(c.Series))})
+			}
+		}
+		sort.Slice(c.Series, func(i, j int) bool { return c.Series[i].Name < c.Series[j].Name })
+		for i := range c.Series {
+			c.Series[i].Color = report.Palette(i)
+		}
+		charts = append(charts, c.SVG())
+	}
+	const caption = "lowlat fleet dashboard (deploy/grafana/lowlat.json): four of its panels, drawn by lowlat's report package from the dashboard's queries, not Grafana's rendering"
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1290 650" width="1290" height="650" font-family="system-ui,sans-serif">`+"\n")
+	// The report page's chart styles, which Chart.SVG's classes expect.
+	b.WriteString(`<style>.ct{font-size:13px;font-weight:600;fill:#1b1f24}.tx{font-size:11px;fill:#5b6570;text-anchor:middle}.ty{font-size:11px;fill:#5b6570;text-anchor:end}.xl,.yl{font-size:12px;fill:#1b1f24;text-anchor:middle}.lg{font-size:12px;fill:#1b1f24}.grid{stroke:#e6eaef;stroke-width:1}.frame{fill:none;stroke:#aab4be;stroke-width:1}.lost{stroke:#cf222e;stroke-width:1.6;fill:none}</style>` + "\n")
+	b.WriteString(`<rect width="1290" height="650" fill="#fff"/>` + "\n")
+	for i, c := range charts {
+		fmt.Fprintf(&b, `<g transform="translate(%d %d)">%s</g>`+"\n", 5+(i%2)*645, 5+(i/2)*305, c)
+	}
+	fmt.Fprintf(&b, `<text x="645" y="638" font-size="13" fill="#5b6570" text-anchor="middle">%s</text>`+"\n</svg>\n", caption)
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s: %s", path, caption)
 }
 
 func countPanels(qs []dashboard.Query) int {
