@@ -164,6 +164,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newWatchCmd(env),
 		newLabCmd(env),
 		newSocketsCmd(env),
+		newCanaryCmd(env),
 	)
 	inGroup(groupLoop, root, newAutorateCmd(env))
 	inGroup(groupUnits, root,

@@ -145,6 +145,8 @@ var arity = map[string][2]int{
 	"lab report":    {1, -1},
 	"lab clean":     {0, 0},
 	"sockets":       {0, 0},
+	"canary":        {group, group},
+	"canary judge":  {0, 0},
 	"boot":          {0, 0},
 	"reassert":      {0, 0},
 	"version":       {0, 0},

@@ -1,0 +1,521 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	promapi "github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/lowlat/lowlat/internal/canary"
+	"github.com/lowlat/lowlat/internal/canaryprom"
+	"github.com/lowlat/lowlat/internal/gate"
+	"github.com/lowlat/lowlat/internal/report"
+)
+
+// The canary judge's exit codes (docs/canary.md): a script or playbook
+// tells the verdicts apart without reading the output.
+const (
+	ExitCanaryMarginal     = 3
+	ExitCanaryFail         = 4
+	ExitCanaryInconclusive = 5
+)
+
+func newCanaryCmd(env *Env) *cobra.Command {
+	return newGroupCmd("canary <command>",
+		"judge canary hosts against control hosts on the fleet's own metrics in Prometheus",
+		`canary judges a rollout's canary hosts against hosts left alone, over hours
+of the fleet's own metrics in Prometheus (docs/canary.md).`,
+		"command", newCanaryJudgeCmd(env))
+}
+
+// canaryJudgeOptions are canary judge's flags.
+type canaryJudgeOptions struct {
+	prometheus string
+	canarySel  string
+	controlSel string
+	window     time.Duration
+	step       time.Duration
+	end        string
+	metrics    listFlag
+	slo        string
+	hostLabel  string
+	json       bool
+	html       string
+	timeout    time.Duration
+}
+
+func newCanaryJudgeCmd(env *Env) *cobra.Command {
+	var o canaryJudgeOptions
+	cmd := &cobra.Command{
+		Use:   "judge",
+		Short: "compare canary hosts with control hosts from Prometheus: pass, marginal, fail or inconclusive",
+		Long: `judge reads each host's value of each metric at each step of the window
+from Prometheus (lowlat monitor's series: probe RTT quantiles, jitter, loss,
+and the real-traffic histograms of the passive measurements), and of the
+same window before it, and compares the canary hosts with the control hosts.
+
+Hosts are the unit: each host is one number a metric (the trimmed mean of
+its steps, on the log scale for times), compared with its own window
+before where every host has one; the groups are compared by a one-sided
+two-sample t test against a tolerance (+5 % for times, +0.5 points for
+loss). A metric fails when the canary is surely worse by more than the
+tolerance, is marginal when surely worse but maybe within it, and passes
+otherwise. The score is the weighted share of passes (a marginal counts
+half): 95 or more passes, under 75 fails. Too few hosts (under 2 a
+group), a host with gaps (values in under 80 % of its steps, or under 6),
+a missing series or an unreachable Prometheus: inconclusive, never pass.
+--slo terms are checked on the canary group over the whole window; a term
+broken fails the canary.
+
+Exit codes: 0 pass, 3 marginal, 4 fail, 5 inconclusive, 2 usage (nothing
+was queried), 1 any other error.`,
+		Example: `  lowlat canary judge --prometheus http://prom:9090 --canary 'group="canary"' --control 'group="control"' --window 24h
+  lowlat canary judge --prometheus http://prom:9090 --canary '{instance=~"web-0[12]:9431"}' \
+      --control '{role="web",instance!~"web-0[12]:9431"}' --window 6h --step 15m \
+      --metric p99,jitter,loss --slo 'p99<=8ms,loss<=1%' --html canary.html`,
+		Args: noArgs,
+		RunE: runWith(env, &o, runCanaryJudge),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus's URL (http://host:9090)")
+	f.StringVar(&o.canarySel, "canary", "", "label matchers that select the canary hosts' series ('group=\"canary\"')")
+	f.StringVar(&o.controlSel, "control", "", "label matchers that select the control hosts' series")
+	f.DurationVar(&o.window, "window", 0, "the window judged, ending at --end (24h)")
+	f.DurationVar(&o.step, "step", 0, "a host's value is one per step (default: the window / 24; at least 2 scrape intervals)")
+	f.StringVar(&o.end, "end", "", "the window's end, RFC 3339 or unix seconds (default: now)")
+	f.Var(&o.metrics, "metric", "metrics to judge, repeatable or comma-separated: p50, p90, p99, p999, first_byte_p99, jitter, loss, or a lowlat histogram as NAME[:pNN] (default p99,jitter,loss)")
+	f.StringVar(&o.slo, "slo", "", "terms the canary group must meet over the window: \"p99<=8ms,loss<=1%\"")
+	f.StringVar(&o.hostLabel, "host-label", "instance", "the label that names a host")
+	f.BoolVar(&o.json, "json", false, "print the judgement as JSON")
+	f.StringVar(&o.html, "html", "", "write a self-contained HTML page of the judgement (the groups' CDFs, each host's series) to this file")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on Prometheus after this long (the verdict is then inconclusive)")
+	return cmd
+}
+
+// judgeRequest is a checked command line: everything the judgement needs,
+// before anything is queried.
+type judgeRequest struct {
+	url              string
+	canary, control  canaryprom.Selector
+	window           canaryprom.Window
+	metrics          []canaryprom.Metric
+	slo              []sloTerm
+	hostLabel        string
+	timeout          time.Duration
+	canaryText, ctlT string
+}
+
+// sloTerm is one --slo term on a judged metric; Value in the metric's
+// own unit (seconds, or a fraction for loss).
+type sloTerm struct {
+	Term   string  `json:"term"`
+	Metric string  `json:"metric"`
+	Op     string  `json:"op"`
+	Limit  float64 `json:"limit"`
+	metric canaryprom.Metric
+}
+
+var promLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// checkJudge turns the flags into a request, or says in one line what is
+// wrong with them. Nothing is queried before it passes.
+func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
+	r := &judgeRequest{hostLabel: o.hostLabel, timeout: o.timeout, canaryText: o.canarySel, ctlT: o.controlSel}
+	if o.prometheus == "" {
+		return nil, errors.New("--prometheus is required (Prometheus's URL, http://host:9090)")
+	}
+	u, err := url.Parse(o.prometheus)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("--prometheus %q: want http://host:port or https://host:port[/path]", o.prometheus)
+	}
+	r.url = strings.TrimRight(u.String(), "/")
+	for _, g := range []struct {
+		flag, text string
+		sel        *canaryprom.Selector
+	}{{"--canary", o.canarySel, &r.canary}, {"--control", o.controlSel, &r.control}} {
+		if strings.TrimSpace(g.text) == "" {
+			return nil, fmt.Errorf("%s is required: label matchers that select the group's hosts, e.g. 'group=\"canary\"'", g.flag)
+		}
+		if *g.sel, err = canaryprom.ParseSelector(g.text); err != nil {
+			return nil, fmt.Errorf("%s %v", g.flag, err)
+		}
+	}
+	if r.canary.Equal(r.control) {
+		return nil, errors.New("--canary and --control select the same series: the control group must be hosts the change did not touch")
+	}
+	if !promLabelName.MatchString(o.hostLabel) {
+		return nil, fmt.Errorf("--host-label %q is not a label name", o.hostLabel)
+	}
+	if o.window <= 0 {
+		return nil, errors.New("--window is required: how long the canary has run (24h)")
+	}
+	step := o.step
+	if step == 0 {
+		step = o.window / 24
+	}
+	switch {
+	case step < time.Second || step%time.Second != 0:
+		return nil, fmt.Errorf("--step %v: want whole seconds, at least 1s", step)
+	case o.window/step < time.Duration(canary.DefaultRules.MinSteps):
+		return nil, fmt.Errorf("--step %v: the window %v has %d steps, a host needs at least %d", step, o.window, o.window/step, canary.DefaultRules.MinSteps)
+	case o.window/step > 5000:
+		return nil, fmt.Errorf("--step %v: the window %v would have %d steps, at most 5000 (Prometheus answers at most 11,000 points a series)", step, o.window, o.window/step)
+	}
+	end := now
+	if o.end != "" {
+		if end, err = parseTime(o.end); err != nil {
+			return nil, fmt.Errorf("--end %q: want RFC 3339 or unix seconds", o.end)
+		}
+	}
+	r.window = canaryprom.Window{End: end, Length: o.window, Step: step}
+	names := []string(o.metrics)
+	if len(names) == 0 {
+		names = []string{"p99", "jitter", "loss"}
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		m, err := canaryprom.ParseMetric(n)
+		if err != nil {
+			return nil, fmt.Errorf("--metric: %v", err)
+		}
+		if seen[m.Name()] {
+			return nil, fmt.Errorf("--metric %s: named twice", m.Name())
+		}
+		seen[m.Name()] = true
+		r.metrics = append(r.metrics, m)
+	}
+	slo, err := gate.ParseSLO(o.slo)
+	if err != nil {
+		return nil, fmt.Errorf("--slo: %v", err)
+	}
+	for _, t := range slo {
+		m, err := canaryprom.ParseMetric(t.Metric)
+		if err != nil || (t.Op != "<=" && t.Op != "<") {
+			return nil, fmt.Errorf("--slo term %q: the canary judge checks p50, p90, p99, p999, first_byte_p99, jitter and loss, each with <= or <", t.Text)
+		}
+		limit := t.Value / 1e3 // ms → s
+		if m.Unit == "" {
+			limit = t.Value / 100 // % → fraction
+		}
+		r.slo = append(r.slo, sloTerm{Term: t.Text, Metric: t.Metric, Op: t.Op, Limit: limit, metric: m})
+	}
+	if o.html != "" {
+		if st, err := os.Stat(filepath.Dir(o.html)); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--html %s: no such directory", o.html)
+		}
+	}
+	if o.timeout <= 0 {
+		return nil, errors.New("--timeout must be positive")
+	}
+	return r, nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) {
+		return time.Time{}, errors.New("bad time")
+	}
+	return time.Unix(0, int64(f*1e9)), nil
+}
+
+// judgement is the whole result, as --json prints it.
+type judgement struct {
+	Verdict    canary.Class   `json:"verdict"`
+	Score      float64        `json:"score"`
+	Why        string         `json:"why"`
+	Prometheus string         `json:"prometheus"`
+	Window     judgeWindow    `json:"window"`
+	Canary     judgeGroup     `json:"canary"`
+	Control    judgeGroup     `json:"control"`
+	Metrics    []metricResult `json:"metrics"`
+	SLO        []sloResult    `json:"slo,omitempty"`
+
+	// series keep what was read, for the HTML page.
+	series map[string][2]canaryprom.Series
+}
+
+type judgeWindow struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	Step  string    `json:"step"`
+}
+
+type judgeGroup struct {
+	Selector string   `json:"selector"`
+	Hosts    []string `json:"hosts"`
+}
+
+// metricResult is canary.MetricResult with its numbers as JSON can carry
+// them: null where a number is not known (NaN).
+type metricResult struct {
+	Metric        string       `json:"metric"`
+	Class         canary.Class `json:"class"`
+	Why           string       `json:"why"`
+	CanaryHosts   int          `json:"canary_hosts"`
+	ControlHosts  int          `json:"control_hosts"`
+	Baseline      bool         `json:"baseline"`
+	Effect        *float64     `json:"effect"`
+	EffectLo      *float64     `json:"effect_lo"`
+	EffectHi      *float64     `json:"effect_hi"`
+	P             *float64     `json:"p"`
+	PBeyond       *float64     `json:"p_beyond_tolerance"`
+	CanaryMedian  *float64     `json:"canary_median"`
+	ControlMedian *float64     `json:"control_median"`
+	Unit          string       `json:"unit"`
+	raw           canary.MetricResult
+}
+
+type sloResult struct {
+	sloTerm
+	Value *float64 `json:"value"`
+	OK    bool     `json:"ok"`
+}
+
+func num(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return &f
+}
+
+func runCanaryJudge(ctx context.Context, env *Env, o *canaryJudgeOptions, _ []string) error {
+	req, err := checkJudge(o, time.Now())
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("canary judge: %v", err)}
+	}
+	j := judge(ctx, req)
+	if o.json {
+		if err := report.JSON(env.Stdout, j); err != nil {
+			return err
+		}
+	} else if err := writeJudgement(env.Stdout, j, env.TTY); err != nil {
+		return err
+	}
+	if o.html != "" {
+		if err := writeJudgementHTML(o.html, j); err != nil {
+			return fmt.Errorf("canary judge: write %s: %w", o.html, err)
+		}
+	}
+	switch j.Verdict {
+	case canary.Pass:
+		return nil
+	case canary.Marginal:
+		return &ExitError{Code: ExitCanaryMarginal}
+	case canary.Fail:
+		return &ExitError{Code: ExitCanaryFail}
+	}
+	return &ExitError{Code: ExitCanaryInconclusive}
+}
+
+// judge reads every metric of both groups and judges them. Whatever goes
+// wrong in reading is an inconclusive judgement that says what, never an
+// error: a judge that cannot read cannot pass.
+func judge(ctx context.Context, req *judgeRequest) *judgement {
+	w := req.window
+	j := &judgement{
+		Prometheus: req.url,
+		Window:     judgeWindow{Start: w.Start().UTC(), End: w.End.UTC(), Step: w.Step.String()},
+		Canary:     judgeGroup{Selector: req.canary.String(), Hosts: []string{}},
+		Control:    judgeGroup{Selector: req.control.String(), Hosts: []string{}},
+		series:     map[string][2]canaryprom.Series{},
+	}
+	inconclusive := func(why string) *judgement {
+		j.Verdict, j.Why = canary.Inconclusive, why
+		return j
+	}
+	client, err := promapi.NewClient(promapi.Config{Address: req.url, Client: &http.Client{Timeout: req.timeout}})
+	if err != nil {
+		return inconclusive(fmt.Sprintf("prometheus %s: %v", req.url, err))
+	}
+	rd := canaryprom.Reader{API: v1.NewAPI(client), HostLabel: req.hostLabel, Address: req.url}
+	ctx, cancel := context.WithTimeout(ctx, req.timeout)
+	defer cancel()
+	var all []canaryprom.Series
+	for _, m := range req.metrics {
+		var pair [2]canaryprom.Series
+		for i, sel := range []canaryprom.Selector{req.canary, req.control} {
+			s, err := rd.Read(ctx, m, sel, w)
+			if err != nil {
+				return inconclusive(err.Error())
+			}
+			pair[i] = s
+		}
+		j.series[m.Name()] = pair
+		all = append(all, pair[0], pair[1])
+	}
+	var cs, ks []canaryprom.Series
+	for i, s := range all {
+		if i%2 == 0 {
+			cs = append(cs, s)
+		} else {
+			ks = append(ks, s)
+		}
+	}
+	j.Canary.Hosts, j.Control.Hosts = canaryprom.Hosts(cs...), canaryprom.Hosts(ks...)
+	for _, h := range j.Canary.Hosts {
+		for _, k := range j.Control.Hosts {
+			if h == k {
+				return inconclusive(fmt.Sprintf("host %s is in both groups: the selectors must not overlap", h))
+			}
+		}
+	}
+	var judged []canary.Metric
+	var results []canary.MetricResult
+	for _, m := range req.metrics {
+		pair := j.series[m.Name()]
+		r := canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts), hostsOf(pair[1], j.Control.Hosts), canary.DefaultRules)
+		judged, results = append(judged, m.Judge), append(results, r)
+		j.Metrics = append(j.Metrics, metricResult{
+			Metric: r.Metric, Class: r.Class, Why: r.Why, CanaryHosts: r.Canary, ControlHosts: r.Control, Baseline: r.Baseline,
+			Effect: num(r.Effect), EffectLo: num(r.Lo), EffectHi: num(r.Hi), P: num(r.P), PBeyond: num(r.PBeyond),
+			CanaryMedian: num(r.CanaryMedian), ControlMedian: num(r.ControlMedian), Unit: m.Unit, raw: r,
+		})
+	}
+	v := canary.Combine(judged, results)
+	j.Verdict, j.Score = v.Class, v.Score
+	// The verdict's line: the first metric of the verdict's class, or
+	// every metric's effect when all passed.
+	var effects []string
+	for i, r := range results {
+		if r.Class == v.Class && r.Class != canary.Pass {
+			j.Why = req.metrics[i].Name() + ": " + r.Why
+			break
+		}
+		effects = append(effects, req.metrics[i].Name()+" "+formatEffect(j.Metrics[i]))
+	}
+	if j.Why == "" {
+		j.Why = "not worse beyond the noise between hosts: " + strings.Join(effects, ", ")
+	}
+	// The SLO, on the canary group over the whole window.
+	for _, t := range req.slo {
+		x, err := rd.Group(ctx, t.metric, req.canary, w)
+		if err != nil {
+			return inconclusive(err.Error())
+		}
+		res := sloResult{sloTerm: t, Value: num(x)}
+		res.OK = !math.IsNaN(x) && (x < t.Limit || (t.Op == "<=" && x == t.Limit))
+		j.SLO = append(j.SLO, res)
+		switch {
+		case math.IsNaN(x):
+			if j.Verdict != canary.Inconclusive {
+				j.Verdict, j.Why = canary.Inconclusive, fmt.Sprintf("slo %s: the canary group has no value of %s in the window", t.Term, t.Metric)
+			}
+		case !res.OK && j.Verdict != canary.Inconclusive:
+			j.Verdict, j.Why = canary.Fail, fmt.Sprintf("slo %s broken: the canary group's %s is %s", t.Term, t.Metric, formatValue(x, t.metric.Unit))
+		}
+	}
+	return j
+}
+
+// hostsOf are the judge's hosts of one group: every host of the group, with
+// NaN steps where this metric has no values for it (so a host whose
+// series is missing is thin, and the metric inconclusive).
+func hostsOf(s canaryprom.Series, hosts []string) []canary.Host {
+	out := make([]canary.Host, 0, len(hosts))
+	for _, h := range hosts {
+		after, before := s.After[h], s.Before[h]
+		if after == nil {
+			after = make([]float64, len(s.Times))
+			for i := range after {
+				after[i] = math.NaN()
+			}
+		}
+		out = append(out, canary.Host{Name: h, After: after, Before: before})
+	}
+	return out
+}
+
+// formatValue prints a metric's value in its unit: ms for times, % for
+// loss.
+func formatValue(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case unit == "s":
+		return strconv.FormatFloat(v*1e3, 'f', 2, 64) + " ms"
+	}
+	return strconv.FormatFloat(v*100, 'f', 2, 64) + " %"
+}
+
+func formatEffect(m metricResult) string {
+	if m.Effect == nil {
+		return "-"
+	}
+	f := func(p *float64) string {
+		if p == nil {
+			return "?"
+		}
+		if m.Unit == "" {
+			return fmt.Sprintf("%+.2f", 100**p)
+		}
+		return fmt.Sprintf("%+.1f", 100**p)
+	}
+	unit := " %"
+	if m.Unit == "" {
+		unit = " pt"
+	}
+	return f(m.Effect) + unit + " [" + f(m.EffectLo) + ", " + f(m.EffectHi) + "]"
+}
+
+func classStyle(c canary.Class) report.Style {
+	switch c {
+	case canary.Pass:
+		return report.Good
+	case canary.Marginal:
+		return report.Warn
+	case canary.Fail:
+		return report.Bad
+	}
+	return report.Dim
+}
+
+// writeJudgement prints the text table.
+func writeJudgement(w io.Writer, j *judgement, color bool) error {
+	fmt.Fprintf(w, "canary judge: %s  score %.1f\n", report.Paint(strings.ToUpper(string(j.Verdict)), classStyle(j.Verdict), color), j.Score)
+	fmt.Fprintf(w, "window %s .. %s, step %s; canary %d hosts {%s}, control %d hosts {%s}\n\n",
+		j.Window.Start.Format(time.RFC3339), j.Window.End.Format(time.RFC3339), j.Window.Step, len(j.Canary.Hosts), j.Canary.Selector, len(j.Control.Hosts), j.Control.Selector)
+	if len(j.Metrics) > 0 {
+		t := &report.Table{Header: []string{"metric", "class", "effect [90 % interval]", "canary", "control", "baseline", "why"}}
+		for _, m := range j.Metrics {
+			base := "no"
+			if m.Baseline {
+				base = "yes"
+			}
+			t.Add(report.C(m.Metric), report.S(string(m.Class), classStyle(m.Class)), report.C(formatEffect(m)),
+				report.C(formatValue(m.raw.CanaryMedian, m.Unit)), report.C(formatValue(m.raw.ControlMedian, m.Unit)), report.C(base), report.C(m.Why))
+		}
+		if err := t.Render(w, color); err != nil {
+			return err
+		}
+	}
+	for _, s := range j.SLO {
+		state := "met"
+		if !s.OK {
+			state = "BROKEN"
+		}
+		v := math.NaN()
+		if s.Value != nil {
+			v = *s.Value
+		}
+		fmt.Fprintf(w, "slo %s: canary group %s: %s\n", s.Term, formatValue(v, s.metric.Unit), state)
+	}
+	_, err := fmt.Fprintf(w, "verdict: %s: %s\n", j.Verdict, j.Why)
+	return err
+}
