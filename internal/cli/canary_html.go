@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lowlat/lowlat/internal/atomicfile"
 	"github.com/lowlat/lowlat/internal/canary"
@@ -81,7 +82,7 @@ func hostList(h []string) string {
 
 // metricSection draws one metric: the CDFs of the two groups' step values
 // in the window, and each host's steps over the window before and the
-// window (x in minutes, 0 where the judged window starts).
+// window (x from the judged window's start).
 func metricSection(m metricResult, pair [2]canaryprom.Series, j *judgement) report.Section {
 	scale, unit := 1e3, "ms"
 	if m.Unit == "" {
@@ -89,9 +90,18 @@ func metricSection(m metricResult, pair [2]canaryprom.Series, j *judgement) repo
 	}
 	sec := report.Section{ID: "m-" + m.Metric, Title: m.Metric, Badge: string(m.Class), BadgeStyle: classStyle(m.Class), Paragraphs: []string{m.Why}}
 	cdf := report.Chart{Title: m.Metric + ": the groups' steps", XLabel: m.Metric + " (" + unit + ")", YLabel: "share of steps", Step: true, LogX: m.Unit != "", YMin: 0, YMax: 1}
-	series := report.Chart{Title: m.Metric + ": each host", XLabel: "minutes from the window's start", YLabel: m.Metric + " (" + unit + ")", LogY: m.Unit != "", Dots: false,
+	// x in the unit that suits the window: seconds, minutes or hours.
+	span := j.Window.End.Sub(j.Window.Start)
+	xunit, xdiv := "minutes", 60.0
+	switch {
+	case span < 10*time.Minute:
+		xunit, xdiv = "seconds", 1
+	case span >= 10*time.Hour:
+		xunit, xdiv = "hours", 3600
+	}
+	series := report.Chart{Title: m.Metric + ": each host", XLabel: xunit + " from the window's start", YLabel: m.Metric + " (" + unit + ")", LogY: m.Unit != "", Dots: false,
 		Marks: []report.Mark{{X: 0, Label: "window"}}, Width: 900}
-	step := j.Window.End.Sub(j.Window.Start).Minutes() / float64(max(len(pair[0].Times), 1))
+	step := span.Seconds() / xdiv / float64(max(len(pair[0].Times), 1))
 	for g, s := range pair {
 		name, hosts, colors := "canary", j.Canary.Hosts, canaryColors
 		if g == 1 {

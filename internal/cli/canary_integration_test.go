@@ -294,6 +294,9 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	// The page: both groups' CDFs and every host's series, for the worse
 	// fleet; the text table without --json.
 	page := filepath.Join(dir, "judge.html")
+	if p := os.Getenv("LOWLAT_CANARY_HTML"); p != "" { // to look at it
+		page = p
+	}
 	var out bytes.Buffer
 	err := Main(context.Background(), []string{"canary", "judge", "--prometheus", classic, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
 		"--window", phase.String(), "--step", "2s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
