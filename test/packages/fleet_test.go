@@ -442,7 +442,7 @@ func lintCollection(t *testing.T, dir, col string) {
 	if out, code := runCmd(t, cmd); code != 0 || !strings.Contains(out, "Passed") {
 		t.Errorf("ansible-lint: exit %d\n%s", code, out)
 	}
-	for _, m := range []string{"tune", "probe", "rollback", "facts"} {
+	for _, m := range []string{"tune", "probe", "rollback", "facts", "canary_judge"} {
 		cmd := exec.Command("ansible-doc", "lowlat.lowlat."+m)
 		cmd.Env = env
 		if out, code := runCmd(t, cmd); code != 0 || !strings.Contains(out, "EXAMPLES") || !strings.Contains(out, "RETURN VALUES") {
@@ -589,8 +589,16 @@ func ansibleEnv(dir string) []string {
 }
 
 // fleet builds the namespaces, starts the reflector and each host's sshd,
-// and records each host's namespace before any play.
+// and records each host's namespace before any play: fleetSize hosts, every
+// one but badHost behind a capped provider.
 func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
+	t.Helper()
+	return fleetOf(t, dir, fleetSize, func(i int) bool { return i != badHost })
+}
+
+// fleetOf builds n hosts (h1...hn); host i's provider caps its uplink when
+// capped(i).
+func fleetOf(t *testing.T, dir string, n int, capped func(i int) bool) (*testnet.NS, []*fleetHost) {
 	t.Helper()
 	ip := func(ns *testnet.NS, args ...string) {
 		t.Helper()
@@ -613,7 +621,7 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 	sshKeys(t, dir)
 
 	var hosts []*fleetHost
-	for i := 1; i <= fleetSize; i++ {
+	for i := 1; i <= n; i++ {
 		h, p := testnet.New(t), testnet.New(t)
 		sub, wan, mg := fmt.Sprintf("10.%d.0", 80+i), fmt.Sprintf("10.%d.0", 90+i), fmt.Sprintf("10.100.%d", i)
 		h.Veth(t, "up0", "pc0", p, 1)
@@ -631,7 +639,7 @@ func fleet(t *testing.T, dir string) (*testnet.NS, []*fleetHost) {
 		if err := p.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0) }); err != nil {
 			t.Fatal(err)
 		}
-		if i != badHost {
+		if capped(i) {
 			// The provider's cap: 2 Mbit/s with a FIFO that holds 2 s of
 			// it, the bufferbloat the profile fixes.
 			if out, err := p.Command("tc", "qdisc", "add", "dev", "ps0", "root", "tbf", "rate", "2mbit", "burst", "4096", "latency", "2s").CombinedOutput(); err != nil {
@@ -728,7 +736,9 @@ func waitSSHD(t *testing.T, ctl *testnet.NS, dir, name, addr string) {
 
 // inventory writes the fleet's inventory: one group, each host with its own
 // journal, persist root and monitor config; every host gates the same
-// change on the same probe.
+// change on the same probe. There is no Prometheus: the canary play runs
+// without its judge (lowlat_canary_judge: false), the per-host gates alone
+// decide (TestFleetCanaryJudge runs the judge).
 func inventory(t *testing.T, dir, deb string, hosts []*fleetHost) string {
 	t.Helper()
 	var b strings.Builder
@@ -746,6 +756,7 @@ func inventory(t *testing.T, dir, deb string, hosts []*fleetHost) string {
     lowlat_persist: true
     lowlat_prove: %s
     lowlat_settle: 1s
+    lowlat_canary_judge: false
     lowlat_monitor_targets:
       - name: edge
         kind: udp
