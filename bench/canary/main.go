@@ -2,7 +2,8 @@
 // synthetic fleets (internal/canary.Synthetic) it fails, by canary and
 // control hosts and the canary's p99 increase, with each host's day before
 // the change known (a difference in differences) and without; and the A/A
-// false-fail rate. 1,000 fleets a cell.
+// false-fail rate, and how often A/A passes or is inconclusive (its
+// interval too wide to rule out harm). 1,000 fleets a cell.
 //
 //	go run ./bench/canary [-runs 1000] [-host-spread 0.15] [-step-noise 0.2] [-steps 24]
 package main
@@ -38,5 +39,16 @@ func main() {
 			}
 			fmt.Println()
 		}
+	}
+	// A/A: how often the same fleet passes, and how often the judge says
+	// its data cannot rule out harm past the bound (inconclusive).
+	fmt.Printf("\nA/A (no effect): pass / inconclusive\n%-16s %18s %18s\n", "canary/control", "baseline", "no baseline")
+	for _, g := range groups {
+		fmt.Printf("%-16s", fmt.Sprintf("%d/%d", g[0], g[1]))
+		for _, baseline := range []bool{true, false} {
+			f := canary.Synthetic{Canary: g[0], Control: g[1], Steps: *steps, HostSpread: *spread, StepNoise: *noise, Baseline: baseline}
+			fmt.Printf(" %8.1f%% /%6.1f%%", 100*f.Share(m, canary.DefaultRules, canary.Pass, *runs, 99), 100*f.Share(m, canary.DefaultRules, canary.Inconclusive, *runs, 99))
+		}
+		fmt.Println()
 	}
 }

@@ -82,10 +82,16 @@ type Rules struct {
 	MinCoverage float64
 	// MinSteps is the fewest steps with a value a host needs (6).
 	MinSteps int
+	// Bound is how far above the tolerance, as a multiple of it, the
+	// effect's interval may reach for a pass (10: +50 % for times, +5
+	// points for loss). A canary not surely worse, but whose interval
+	// reaches past it, is inconclusive: the data cannot rule out that
+	// much harm, and "not worse" would be a guess.
+	Bound float64
 }
 
 // DefaultRules are the judge's defaults.
-var DefaultRules = Rules{Alpha: 0.05, MinHosts: 2, MinCoverage: 0.8, MinSteps: 6}
+var DefaultRules = Rules{Alpha: 0.05, MinHosts: 2, MinCoverage: 0.8, MinSteps: 6, Bound: 10}
 
 // Class is a metric's or a whole judgement's classification.
 type Class string
@@ -192,6 +198,9 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) MetricResult {
 		res.Class, res.Why = Fail, fmt.Sprintf("canary worse beyond the tolerance %s: %s, p %.3g", describe(m.Scale, m.Tolerance, m.Tolerance, m.Tolerance), effect, res.PBeyond)
 	case res.P < r.Alpha:
 		res.Class, res.Why = Marginal, fmt.Sprintf("canary worse within the tolerance %s: %s, p %.3g", describe(m.Scale, m.Tolerance, m.Tolerance, m.Tolerance), effect, res.P)
+	case r.Bound > 0 && res.Hi > r.Bound*m.Tolerance:
+		bound := r.Bound * m.Tolerance
+		res.Class, res.Why = Inconclusive, fmt.Sprintf("too noisy to rule out harm: %s reaches past %s (more hosts, a longer window or each host's window before would narrow it)", effect, describe(m.Scale, bound, bound, bound))
 	default:
 		res.Class, res.Why = Pass, fmt.Sprintf("not worse beyond the noise between hosts: %s, p %.3g", effect, res.P)
 	}

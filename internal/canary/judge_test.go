@@ -142,3 +142,33 @@ func TestCombine(t *testing.T) {
 		t.Errorf("no metrics: %s, want inconclusive", v.Class)
 	}
 }
+
+// TestTooNoisyInconclusive: a canary the data cannot tell apart from one
+// much worse is inconclusive, not a pass. Hosts whose levels spread by a
+// factor of e (σ 1 on the log scale), 2 canary against 4 control, no
+// baseline: the effect's interval is most often hundreds of percent wide.
+// With the bound off (the judge before it) most such fleets passed, +100 %
+// ones included (84 % of them).
+func TestTooNoisyInconclusive(t *testing.T) {
+	m := Metric{Name: "p99", Scale: Ratio, Tolerance: 0.05}
+	for _, effect := range []float64{0, 1} {
+		f := Synthetic{Canary: 2, Control: 4, Steps: 24, HostSpread: 1, StepNoise: 0.2, Effect: effect}
+		loose := DefaultRules
+		loose.Bound = 0
+		passed := f.Share(m, loose, Pass, 1000, 5)
+		inc := f.Share(m, DefaultRules, Inconclusive, 1000, 5)
+		pass := f.Share(m, DefaultRules, Pass, 1000, 5)
+		t.Logf("+%.0f %%: without the bound pass %.1f %%; with it inconclusive %.1f %%, pass %.1f %%", 100*effect, 100*passed, 100*inc, 100*pass)
+		// A pass needs an interval that happens to end below +50 %: at
+		// +100 % that is chance, a few fleets in a hundred.
+		if passed < 0.5 || inc < 0.75 || (effect > 0 && pass > 0.05) {
+			t.Errorf("+%.0f %%: without the bound pass %.1f %%; with it inconclusive %.1f %%, pass %.1f %%: want a pass only where harm is ruled out", 100*effect, 100*passed, 100*inc, 100*pass)
+		}
+	}
+	// The fleets of the power table keep their passes: A/A with 4 canary
+	// and 8 control hosts, no baseline, passes in most runs.
+	f := Synthetic{Canary: 4, Control: 8, Steps: 24, HostSpread: 0.15, StepNoise: 0.2}
+	if pass := f.Share(m, DefaultRules, Pass, 1000, 6); pass < 0.9 {
+		t.Errorf("A/A 4/8 without baseline: pass in %.1f %%, want at least 90 %%", 100*pass)
+	}
+}

@@ -74,7 +74,8 @@ before where every host has one; the groups are compared by a one-sided
 two-sample t test against a tolerance (+5 % for times, +0.5 points for
 loss). A metric fails when the canary is surely worse by more than the
 tolerance, is marginal when surely worse but maybe within it, and passes
-otherwise. The score is the weighted share of passes (a marginal counts
+when not surely worse and its interval ends below 10 times the tolerance
+(+50 %, +5 points); an interval wider than that is inconclusive. The score is the weighted share of passes (a marginal counts
 half): 95 or more passes, under 75 fails. Too few hosts (under 2 a
 group), a host with gaps (values in under 80 % of its steps, or under 6),
 a missing series or an unreachable Prometheus: inconclusive, never pass.
