@@ -3,8 +3,13 @@
 package packages
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,9 +71,9 @@ func TestFleetCanaryJudge(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("installs a package and runs sshd in namespaces: run as root (make test does)")
 	}
-	for _, tool := range []string{"ansible-playbook", "/usr/sbin/sshd", "ssh-keygen", "dpkg", "prometheus", "curl"} {
+	for _, tool := range []string{"ansible-playbook", "/usr/sbin/sshd", "ssh-keygen", "dpkg", "prometheus"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: make deps installs it (Debian packages ansible-core, openssh-server, prometheus, curl)", tool)
+			t.Fatalf("%s not found: make deps installs it (Debian packages ansible-core, openssh-server, prometheus)", tool)
 		}
 	}
 	deb := filepath.Join(built(t), "lowlat_"+v1+"_amd64.deb")
@@ -454,11 +459,11 @@ func startUpload(t *testing.T, h *fleetHost) *bgProc {
 // at is the query's time, RFC 3339 ("": now).
 func promQuery(t *testing.T, ctl *testnet.NS, q, at string) map[string]float64 {
 	t.Helper()
-	args := []string{"-sf", "--max-time", "5", "http://" + promAddr + "/api/v1/query", "--data-urlencode", "query=" + q}
+	form := url.Values{"query": {q}}
 	if at != "" {
-		args = append(args, "--data-urlencode", "time="+at)
+		form.Set("time", at)
 	}
-	out, _ := ctl.Command("curl", args...).Output()
+	out := promPost(ctl, form)
 	var r struct {
 		Data struct {
 			Result []struct {
@@ -480,6 +485,35 @@ func promQuery(t *testing.T, ctl *testnet.NS, q, at string) map[string]float64 {
 		}
 	}
 	return vals
+}
+
+// promPost posts an instant query to the Prometheus in the control
+// namespace and returns the answer's body (nil on any error). The
+// connection is dialled on the thread Do puts in the namespace (a socket
+// keeps the namespace it was made in; net/http would dial on another
+// goroutine's thread).
+func promPost(ctl *testnet.NS, form url.Values) []byte {
+	var out []byte
+	_ = ctl.Do(func() error {
+		c, err := net.DialTimeout("tcp", promAddr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		body := form.Encode()
+		if _, err := fmt.Fprintf(c, "POST /api/v1/query HTTP/1.0\r\nHost: %s\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n%s", promAddr, len(body), body); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, err = io.ReadAll(resp.Body)
+		return err
+	})
+	return out
 }
 
 // quantileQuery is each host's probe RTT quantile q over the last d.
@@ -580,8 +614,7 @@ func waitSeries(t *testing.T, ctl *testnet.NS, n int) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		out, _ := ctl.Command("curl", "-sf", "--max-time", "2", "http://"+promAddr+"/api/v1/query",
-			"--data-urlencode", "query=count(count by (instance) (lowlat_probe_rtt_seconds_count > 0))").Output()
+		out := promPost(ctl, url.Values{"query": {"count(count by (instance) (lowlat_probe_rtt_seconds_count > 0))"}})
 		var r struct {
 			Data struct {
 				Result []struct {
