@@ -61,7 +61,7 @@ FUZZ_CPU := GOMAXPROCS=1 $(shell [ "$$(nproc)" -ge 2 ] && command -v taskset >/d
 # One fuzz target: $(FUZZ) PACKAGE -fuzz TARGET.
 FUZZ = $(FUZZ_CPU) $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -parallel 1
 
-.PHONY: generate check-generated build doctor man completion package test deps check unit unit-rest unit-packages unit-late unit-alone fuzz vmtest vm-beside late-then-fuzz ansible-sanity bench bench-lab bench-autorate clean
+.PHONY: generate check-generated build doctor man completion package test deps check unit unit-rest unit-packages unit-late unit-alone fleet-judge fuzz vmtest vm-beside late-then-fuzz ansible-sanity bench bench-lab bench-autorate clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/lowlat
@@ -135,7 +135,7 @@ unit:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit-packages unit-rest
 
 unit-rest:
-	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m -skip '^($(LATE_TESTS)|$(ALONE_TESTS))$$' $$($(GO) list ./... | grep -v '/test/packages$$')
+	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m -skip '^($(LATE_TESTS)|$(LATE_CLI_TESTS)|$(ALONE_TESTS))$$' $$($(GO) list ./... | grep -v '/test/packages$$')
 
 # LATE_TESTS run after the package and fleet tests, never beside them: their
 # four upload flows and a daemon reading the shaper 50 times a second made
@@ -146,9 +146,16 @@ unit-rest:
 # margins of 10x and more (docs/autorate.md). In series they cost the suite
 # ~150 s of its 30 minutes.
 LATE_TESTS := TestIntegrationCappedUplinkVarying
+# LATE_CLI_TESTS (./internal/cli) run there too: Debian's Prometheus
+# scraping exporters and monitors for the canary judge and the dashboard's
+# queries (~70 s). They wait on scrapes, time nothing, and judge effects
+# of 2x and more; in the host phase they would add their minute to the
+# suite.
+LATE_CLI_TESTS := TestIntegrationCanaryJudgePrometheus|TestIntegrationDashboardQueries
 
 unit-late:
 	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 10m -p 1 -run '^($(LATE_TESTS))$$' ./internal/lab
+	LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 5m -run '^($(LATE_CLI_TESTS))$$' ./internal/cli
 
 # ALONE_TESTS run last, with nothing beside them (~7 s):
 # TestIntegrationRXReceiverBesideHog (internal/passive) pins a CPU hog at
@@ -162,7 +169,17 @@ unit-alone:
 	LOWLAT_VM_REQUIRED=1 LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 5m -run '^($(ALONE_TESTS))$$' ./internal/passive
 
 unit-packages:
-	LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m ./test/packages
+	LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m -skip '^($(FLEET_JUDGE_TESTS))$$' ./test/packages
+
+# FLEET_JUDGE_TESTS: the canary judged end to end (six namespaced hosts with
+# monitors, Debian's Prometheus, Ansible over sshd, three runs of a window
+# each, ~9 minutes). They run beside the VM stage, after the late tests and
+# before the fuzzers: most of their time is the windows they wait, and their
+# verdicts rest on effects of 2x and more (docs/canary.md).
+FLEET_JUDGE_TESTS := TestFleetCanaryJudge
+
+fleet-judge:
+	LOWLAT_HEAVY_TESTS=1 $(GO) test -count=1 -timeout 20m -run '^($(FLEET_JUDGE_TESTS))$$' ./test/packages
 
 fuzz:
 	$(FUZZ) ./internal/probe -fuzz FuzzDecodeUDP
@@ -186,13 +203,14 @@ ansible-sanity:
 vmtest:
 	$(GO) run ./test/vmtest $(addprefix -pkg ,$(VM_PKGS)) -timeout 30m
 
-# The VM stage, and beside it on the other core the late tests and then the
-# fuzzers.
+# The VM stage, and beside it on the other core the late tests, the fleet's
+# canary judge and then the fuzzers.
 vm-beside:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target vmtest late-then-fuzz
 
 late-then-fuzz:
 	@$(MAKE) --no-print-directory unit-late
+	@$(MAKE) --no-print-directory fleet-judge
 	@$(MAKE) --no-print-directory fuzz
 
 test: deps check unit vm-beside unit-alone

@@ -96,7 +96,7 @@ was queried), 1 any other error.`,
 	f.StringVar(&o.canarySel, "canary", "", "label matchers that select the canary hosts' series ('group=\"canary\"')")
 	f.StringVar(&o.controlSel, "control", "", "label matchers that select the control hosts' series")
 	f.DurationVar(&o.window, "window", 0, "the window judged, ending at --end (24h)")
-	f.DurationVar(&o.step, "step", 0, "a host's value is one per step (default: the window / 24; at least 2 scrape intervals)")
+	f.DurationVar(&o.step, "step", 0, "a host's value is one per step (default: the window / 24 in whole seconds; at least 2 scrape intervals)")
 	f.StringVar(&o.end, "end", "", "the window's end, RFC 3339 or unix seconds (default: now)")
 	f.Var(&o.metrics, "metric", "metrics to judge, repeatable or comma-separated: p50, p90, p99, p999, first_byte_p99, jitter, loss, or a lowlat histogram as NAME[:pNN] (default p99,jitter,loss)")
 	f.StringVar(&o.slo, "slo", "", "terms the canary group must meet over the window: \"p99<=8ms,loss<=1%\"")
@@ -166,7 +166,8 @@ func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
 	}
 	step := o.step
 	if step == 0 {
-		step = o.window / 24
+		// A 24th of the window in whole seconds: hourly for 24h, 2s for 70s.
+		step = max((o.window / 24).Truncate(time.Second), time.Second)
 	}
 	switch {
 	case step < time.Second || step%time.Second != 0:

@@ -53,6 +53,9 @@ func TestCanaryJudgeBadInput(t *testing.T) {
 		{"no window", with("--window", "0s"), "--window is required"},
 		{"too few steps", with("--step", "20m"), "at least 6"},
 		{"fractional step", with("--step", "1500ms"), "whole seconds"},
+		// The default step of a window that 24 does not divide is whole
+		// seconds: the error is the metric's, not the step's.
+		{"unknown metric, odd window", append(with("--window", "70s"), "--metric", "latency"), `unknown metric "latency"`},
 		{"bad SLO", with("--slo", "p99<=8"), "--slo"},
 		{"SLO on a metric the judge lacks", with("--slo", "goodput_mbps>=5mbit"), "--slo term"},
 		{"bad end", with("--end", "yesterday"), "--end"},

@@ -64,8 +64,9 @@ type judgeVerdict struct {
 //	(a) h1, h2 get the real fix (capped-uplink below the provider's cap):
 //	    pass, and the rollout completes to every host.
 //
-// A malformed selector through the module fails the task with lowlat's one
-// line and changes nothing.
+// Bad input through the module (a malformed selector, an unknown metric, an
+// empty group, a bad URL) fails the task with lowlat's one line and changes
+// nothing.
 func TestFleetCanaryJudge(t *testing.T) {
 	testnet.Heavy(t, "six namespaced hosts with sshd and monitors, Prometheus, Ansible plays judged over minutes")
 	if os.Geteuid() != 0 {
@@ -87,8 +88,8 @@ func TestFleetCanaryJudge(t *testing.T) {
 	dir := t.TempDir()
 	collection(t, dir)
 
-	t.Run("a malformed selector fails the task with one line", func(t *testing.T) {
-		badSelector(t, dir)
+	t.Run("bad input fails the task with one line", func(t *testing.T) {
+		badInput(t, dir)
 	})
 
 	top := t // what must outlive a subtest is cleaned up with the test
@@ -372,46 +373,60 @@ func rolledBack(t *testing.T, h *fleetHost) {
 	}
 }
 
-// badSelector runs the module in check mode on the control machine with a
-// malformed canary selector: the task fails with lowlat's one line (exit
-// 2) and nothing is changed.
-func badSelector(t *testing.T, dir string) {
-	pb := filepath.Join(dir, "bad-selector.yml")
-	os.WriteFile(pb, []byte(`- name: Judge with a malformed selector
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Judge
-      lowlat.lowlat.canary_judge:
-        prometheus: http://127.0.0.1:9
-        canary: 'instance=~"10.100.1.2:9431'
-        control: 'instance="10.100.3.2:9431"'
-        window: 70s
-`), 0o644)
+// badInput plays lowlat.lowlat.canary_judge in check mode on localhost with
+// each kind of bad input the judge refuses: each task fails with lowlat's
+// one line naming what is wrong (exit 2), and nothing is queried or
+// changed (the Prometheus URL points at nothing).
+func badInput(t *testing.T, dir string) {
+	cases := []struct{ name, args, want string }{
+		{"a malformed selector", `canary: 'instance=~"10.100.1.2:9431'`, "--canary"},
+		{"an unknown metric", `metrics: [p99, latency]`, `unknown metric "latency"`},
+		{"an empty group", `control: ""`, "--control is required"},
+		{"a bad URL", `prometheus: "prom:9090"`, "--prometheus"},
+	}
+	var b strings.Builder
+	b.WriteString("- name: Judge with bad input\n  hosts: localhost\n  gather_facts: false\n  tasks:\n")
+	for _, c := range cases {
+		args := map[string]string{"prometheus": "http://127.0.0.1:9", "canary": `'instance="10.100.1.2:9431"'`, "control": `'instance="10.100.3.2:9431"'`, "window": "70s"}
+		k, v, _ := strings.Cut(c.args, ": ")
+		args[k] = v
+		fmt.Fprintf(&b, "    - name: Judge with %s\n      ignore_errors: true\n      lowlat.lowlat.canary_judge:\n", c.name)
+		for _, k := range []string{"prometheus", "canary", "control", "window", "metrics"} {
+			if v, ok := args[k]; ok {
+				fmt.Fprintf(&b, "        %s: %s\n", k, v)
+			}
+		}
+	}
+	pb := filepath.Join(dir, "bad-input.yml")
+	if err := os.WriteFile(pb, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("ansible-playbook", "-i", "localhost,", "-c", "local", "--check", pb)
 	cmd.Env = append(os.Environ(), ansibleEnv(dir)...)
 	out, code := runBounded(t, cmd, 2*time.Minute)
-	if code == 0 {
-		t.Fatalf("a malformed selector passed:\n%s", out)
+	if code != 0 {
+		t.Fatalf("the play (each task's failure ignored) failed: exit %d\n%s", code, out)
 	}
-	if s := recap(out)["localhost"]; s.Failures != 1 || s.Changed != 0 {
-		t.Errorf("recap %+v, want one failure, nothing changed:\n%s", s, out)
+	if s := recap(out)["localhost"]; s.Changed != 0 || !strings.Contains(out, fmt.Sprintf("ignored=%d", len(cases))) {
+		t.Errorf("recap %+v, want %d ignored failures and nothing changed:\n%s", s, len(cases), out)
 	}
-	m := regexp.MustCompile(`(?m)^fatal: \[localhost\]: FAILED! => (\{.*\})$`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no failed task:\n%s", out)
+	fails := regexp.MustCompile(`(?m)^fatal: \[localhost\]: FAILED! => (\{.*\})$`).FindAllStringSubmatch(out, -1)
+	if len(fails) != len(cases) {
+		t.Fatalf("%d failed tasks, want %d:\n%s", len(fails), len(cases), out)
 	}
-	var r struct {
-		Msg     string `json:"msg"`
-		RC      int    `json:"rc"`
-		Changed bool   `json:"changed"`
-	}
-	if err := json.Unmarshal([]byte(m[1]), &r); err != nil {
-		t.Fatalf("%v: %s", err, m[1])
-	}
-	t.Logf("the task's failure: %s", m[1])
-	if r.RC != 2 || r.Changed || strings.Contains(r.Msg, "\n") || !strings.Contains(r.Msg, "--canary") || !strings.Contains(r.Msg, "10.100.1.2:9431") {
-		t.Errorf("want exit 2, not changed, one line naming --canary and the selector; got %+v", r)
+	for i, c := range cases {
+		var r struct {
+			Msg     string `json:"msg"`
+			RC      int    `json:"rc"`
+			Changed bool   `json:"changed"`
+		}
+		if err := json.Unmarshal([]byte(fails[i][1]), &r); err != nil {
+			t.Fatalf("%s: %v: %s", c.name, err, fails[i][1])
+		}
+		t.Logf("%s: %s", c.name, r.Msg)
+		if r.RC != 2 || r.Changed || strings.Contains(r.Msg, "\n") || !strings.Contains(r.Msg, c.want) {
+			t.Errorf("%s: want exit 2, not changed, one line containing %q; got %+v", c.name, c.want, r)
+		}
 	}
 }
 
