@@ -652,10 +652,7 @@ func waitSeries(t *testing.T, ctl *testnet.NS, n int) {
 func judgeInventory(t *testing.T, dir string, hosts []*fleetHost) string {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("lowlat:\n  hosts:\n")
-	for _, h := range hosts {
-		fmt.Fprintf(&b, "    %s:\n      ansible_host: %s\n      lowlat_journal: %s\n      lowlat_persist_root: %s\n      lowlat_monitor_config: %s\n", h.name, h.mgmt, h.journal, h.root, h.monitor)
-	}
+	inventoryHosts(&b, hosts)
 	fmt.Fprintf(&b, `  vars:
     ansible_user: root
     ansible_ssh_private_key_file: %s

@@ -734,6 +734,15 @@ func waitSSHD(t *testing.T, ctl *testnet.NS, dir, name, addr string) {
 	}
 }
 
+// inventoryHosts writes the inventory's group of hosts, each with its own
+// address, journal, persist root and monitor config; the group's vars follow.
+func inventoryHosts(b *strings.Builder, hosts []*fleetHost) {
+	b.WriteString("lowlat:\n  hosts:\n")
+	for _, h := range hosts {
+		fmt.Fprintf(b, "    %s:\n      ansible_host: %s\n      lowlat_journal: %s\n      lowlat_persist_root: %s\n      lowlat_monitor_config: %s\n", h.name, h.mgmt, h.journal, h.root, h.monitor)
+	}
+}
+
 // inventory writes the fleet's inventory: one group, each host with its own
 // journal, persist root and monitor config; every host gates the same
 // change on the same probe. There is no Prometheus: the canary play runs
@@ -742,10 +751,7 @@ func waitSSHD(t *testing.T, ctl *testnet.NS, dir, name, addr string) {
 func inventory(t *testing.T, dir, deb string, hosts []*fleetHost) string {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("lowlat:\n  hosts:\n")
-	for _, h := range hosts {
-		fmt.Fprintf(&b, "    %s:\n      ansible_host: %s\n      lowlat_journal: %s\n      lowlat_persist_root: %s\n      lowlat_monitor_config: %s\n", h.name, h.mgmt, h.journal, h.root, h.monitor)
-	}
+	inventoryHosts(&b, hosts)
 	fmt.Fprintf(&b, `  vars:
     ansible_user: root
     ansible_ssh_private_key_file: %s
