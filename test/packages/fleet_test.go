@@ -108,6 +108,50 @@ func TestFleetCanary(t *testing.T) {
 	}
 	good := func(i int) bool { return i+1 != badHost }
 
+	t.Run("a canary host's failed gate rolls the whole canary back", func(t *testing.T) {
+		// h1 and h2 are the canary batch, with the judge on: h1's gate
+		// keeps the fix, h2's fails. The canary has failed before any
+		// window: h1 is rolled back too, nothing is judged (the
+		// Prometheus named answers nowhere), h3 and h4 are untouched.
+		// -f 1: one host at a time, as the hosts here share one file
+		// system and so one dpkg (two at once: "dpkg frontend lock").
+		stats, out, code := play(t, "lowlat.lowlat.canary", "-f", "1", "-e", "lowlat_canary_judge=true", "-e", "lowlat_canary_batch=h1:h2",
+			"-e", "lowlat_prometheus=http://127.0.0.1:9", "-e", "lowlat_canary_window=60s")
+		if code == 0 {
+			t.Errorf("the play passed although canary host h%d's gate failed", badHost)
+		}
+		if !strings.Contains(out, fmt.Sprintf("canary: h%d failed", badHost)) || !strings.Contains(out, "the canary hosts are rolled back") {
+			t.Errorf("the play does not say which canary host failed and that the canary is rolled back:\n%.3000s", out)
+		}
+		if strings.Contains(out, "TASK [Judge the canary") || strings.Contains(out, "PLAY [Roll out the rest") {
+			t.Errorf("the play went on after a canary host failed:\n%.3000s", out)
+		}
+		for _, h := range hosts[:2] {
+			if st := stats[h.name]; st.Failures != 1 {
+				t.Errorf("%s (canary): %+v, want failed", h.name, st)
+			}
+			if got := h.snapshot(t); got != h.before {
+				t.Errorf("%s: the canary failed but its namespace differs from before:\n%s", h.name, testnet.DiffLines(h.before, got))
+			}
+		}
+		// h1's own gate kept the fix: the canary's failure rolled it back.
+		o, _ := runCmd(t, hosts[0].ns.Command(exe, "status", "--json", "--journal", hosts[0].journal))
+		var st struct {
+			Active   []json.RawMessage `json:"active"`
+			LastGate *struct {
+				Evidence *struct {
+					Keep bool `json:"keep"`
+				} `json:"evidence"`
+			} `json:"last_gate"`
+		}
+		if json.Unmarshal([]byte(o), &st) != nil || st.LastGate == nil || st.LastGate.Evidence == nil || !st.LastGate.Evidence.Keep || len(st.Active) != 0 {
+			t.Errorf("h1: want its gate's keep and nothing in force after the canary's rollback:\n%s", o)
+		}
+		for _, h := range hosts[2:] {
+			untouched(t, h)
+		}
+	})
+
 	t.Run("canary stops at the failing gate", func(t *testing.T) {
 		stats, out, code := play(t, "lowlat.lowlat.canary")
 		if code == 0 {
