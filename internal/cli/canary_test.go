@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -86,5 +87,18 @@ func TestCanaryJudgeBadInput(t *testing.T) {
 	err := Main(context.Background(), append([]string{"canary", "judge", "--json"}, ok...), &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
 	if code := exitCode(err); code != ExitCanaryInconclusive || hits.Load() == 0 || !strings.Contains(out.String(), `"verdict": "inconclusive"`) {
 		t.Errorf("a Prometheus that answers 500: exit %d, %d requests:\n%s", code, hits.Load(), out.String())
+	}
+	// A Prometheus that is not there (its port closed): inconclusive too,
+	// saying so.
+	l, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	gone := "http://" + l.Addr().String()
+	l.Close()
+	out.Reset()
+	err = Main(context.Background(), append([]string{"canary", "judge"}, with("--prometheus", gone)...), &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+	if code := exitCode(err); code != ExitCanaryInconclusive || !strings.Contains(out.String(), "connection refused") || !strings.Contains(out.String(), "INCONCLUSIVE") {
+		t.Errorf("an unreachable Prometheus: exit %d:\n%s", code, out.String())
 	}
 }
