@@ -110,14 +110,13 @@ was queried), 1 any other error.`,
 // judgeRequest is a checked command line: everything the judgement needs,
 // before anything is queried.
 type judgeRequest struct {
-	url              string
-	canary, control  canaryprom.Selector
-	window           canaryprom.Window
-	metrics          []canaryprom.Metric
-	slo              []sloTerm
-	hostLabel        string
-	timeout          time.Duration
-	canaryText, ctlT string
+	url             string
+	canary, control canaryprom.Selector
+	window          canaryprom.Window
+	metrics         []canaryprom.Metric
+	slo             []sloTerm
+	hostLabel       string
+	timeout         time.Duration
 }
 
 // sloTerm is one --slo term on a judged metric; Value in the metric's
@@ -135,7 +134,7 @@ var promLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 // checkJudge turns the flags into a request, or says in one line what is
 // wrong with them. Nothing is queried before it passes.
 func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
-	r := &judgeRequest{hostLabel: o.hostLabel, timeout: o.timeout, canaryText: o.canarySel, ctlT: o.controlSel}
+	r := &judgeRequest{hostLabel: o.hostLabel, timeout: o.timeout}
 	if o.prometheus == "" {
 		return nil, errors.New("--prometheus is required (Prometheus's URL, http://host:9090)")
 	}
