@@ -119,7 +119,7 @@ type judgeRequest struct {
 	timeout         time.Duration
 }
 
-// sloTerm is one --slo term on a judged metric; Value in the metric's
+// sloTerm is one --slo term on a judged metric; Limit in the metric's
 // own unit (seconds, or a fraction for loss).
 type sloTerm struct {
 	Term   string  `json:"term"`
