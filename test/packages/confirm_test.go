@@ -79,6 +79,7 @@ func TestFleetConfirmOverNewConnection(t *testing.T) {
       rate: 2mbit
       down: 20mbit
     lowlat_confirm: 15s
+    lowlat_canary_judge: false
 `, mgmt, filepath.Join(dir, "id"), wrapper, journal)), 0o600); err != nil {
 		t.Fatal(err)
 	}
