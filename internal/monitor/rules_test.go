@@ -52,8 +52,14 @@ func TestRulesReadExportedSeries(t *testing.T) {
 	cfg.AutorateDir = writeAutorateStates(t) // LowlatAutorateAtMin reads its series
 	r := start(t, cfg, Options{Doctor: fakeDoctor, Status: fakeStatus})
 	defer r.stop()
-	time.Sleep(300 * time.Millisecond)
+	// The doctor's series appear after its first run: a fixed 300 ms lost
+	// that race on a loaded machine (lowlat_finding missing in a clean-clone
+	// run). Scrape until they are there, or fail below.
 	fams, _ := scrape(t, r.addr)
+	for deadline := time.Now().Add(15 * time.Second); fams["lowlat_doctor_last_run_timestamp_seconds"] == nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		fams, _ = scrape(t, r.addr)
+	}
 
 	var used []string
 	seen := map[string]bool{}
