@@ -348,7 +348,7 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 	rd := canaryprom.Reader{API: v1.NewAPI(client), HostLabel: req.hostLabel, Address: req.url}
 	ctx, cancel := context.WithTimeout(ctx, req.timeout)
 	defer cancel()
-	var all []canaryprom.Series
+	var cs, ks []canaryprom.Series // each group's reads, for its hosts
 	for _, m := range req.metrics {
 		var pair [2]canaryprom.Series
 		for i, sel := range []canaryprom.Selector{req.canary, req.control} {
@@ -359,15 +359,7 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 			pair[i] = s
 		}
 		j.series[m.Name()] = pair
-		all = append(all, pair[0], pair[1])
-	}
-	var cs, ks []canaryprom.Series
-	for i, s := range all {
-		if i%2 == 0 {
-			cs = append(cs, s)
-		} else {
-			ks = append(ks, s)
-		}
+		cs, ks = append(cs, pair[0]), append(ks, pair[1])
 	}
 	j.Canary.Hosts, j.Control.Hosts = canaryprom.Hosts(cs...), canaryprom.Hosts(ks...)
 	for _, h := range j.Canary.Hosts {
@@ -493,15 +485,7 @@ func writeJudgement(w io.Writer, j *judgement, color bool) error {
 	fmt.Fprintf(w, "window %s .. %s, step %s; canary %d hosts {%s}, control %d hosts {%s}\n\n",
 		j.Window.Start.Format(time.RFC3339), j.Window.End.Format(time.RFC3339), j.Window.Step, len(j.Canary.Hosts), j.Canary.Selector, len(j.Control.Hosts), j.Control.Selector)
 	if len(j.Metrics) > 0 {
-		t := &report.Table{Header: []string{"metric", "class", "effect [90 % interval]", "canary", "control", "baseline", "why"}}
-		for _, m := range j.Metrics {
-			base := "no"
-			if m.Baseline {
-				base = "yes"
-			}
-			t.Add(report.C(m.Metric), report.S(string(m.Class), classStyle(m.Class)), report.C(formatEffect(m)),
-				report.C(formatValue(m.raw.CanaryMedian, m.Unit)), report.C(formatValue(m.raw.ControlMedian, m.Unit)), report.C(base), report.C(m.Why))
-		}
+		t := metricsTable(j)
 		if err := t.Render(w, color); err != nil {
 			return err
 		}
@@ -519,4 +503,18 @@ func writeJudgement(w io.Writer, j *judgement, color bool) error {
 	}
 	_, err := fmt.Fprintf(w, "verdict: %s: %s\n", j.Verdict, j.Why)
 	return err
+}
+
+// metricsTable is the metrics' table, for the text output and the page.
+func metricsTable(j *judgement) *report.Table {
+	t := &report.Table{Header: []string{"metric", "class", "effect [90 % interval]", "canary", "control", "baseline", "why"}}
+	for _, m := range j.Metrics {
+		base := "no"
+		if m.Baseline {
+			base = "yes"
+		}
+		t.Add(report.C(m.Metric), report.S(string(m.Class), classStyle(m.Class)), report.C(formatEffect(m)),
+			report.C(formatValue(m.raw.CanaryMedian, m.Unit)), report.C(formatValue(m.raw.ControlMedian, m.Unit)), report.C(base), report.C(m.Why))
+	}
+	return t
 }

@@ -40,12 +40,7 @@ func writeJudgementHTML(path string, j *judgement) error {
 		},
 	}
 	if len(j.Metrics) > 0 {
-		t := &report.Table{Header: []string{"metric", "class", "effect [90 % interval]", "canary", "control", "baseline", "why"}}
-		for _, m := range j.Metrics {
-			t.Add(report.C(m.Metric), report.S(string(m.Class), classStyle(m.Class)), report.C(formatEffect(m)),
-				report.C(formatValue(m.raw.CanaryMedian, m.Unit)), report.C(formatValue(m.raw.ControlMedian, m.Unit)), report.C(fmt.Sprint(m.Baseline)), report.C(m.Why))
-		}
-		top.Table = t
+		top.Table = metricsTable(j)
 	}
 	for _, s := range j.SLO {
 		v := math.NaN()
