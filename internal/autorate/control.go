@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -321,76 +320,6 @@ func (c *Controller) threshold(rate uint64) time.Duration {
 // more at a lower rate than at the one its baseline was seen at.
 func (c *Controller) mtuTime(rate uint64) time.Duration {
 	return time.Duration(float64(c.cfg.MTU*8) / float64(rate) * float64(time.Second))
-}
-
-// delay turns the tick's readings into one delay over baseline, ranked:
-//
-//   - One-way delays to reflectors decide when any answered, through their
-//     lower median (so one noisy or distant reflector cannot outvote the
-//     others). They see the uplink's queue alone, in the same FIFO as the
-//     host's traffic.
-//   - Otherwise the lower median of the echo targets and the passive signal,
-//     whichever is larger: an echo may be prioritised or rate-limited past
-//     the host, and the host's own flows see the queue it misses.
-//
-// The passive signal ranks under a reflector because it carries what
-// TCP's timing adds at low rates, not a queue: in the VM's
-// capped-uplink-varying it read 16–25 ms at 1.2 Mbit/s under a 3 Mbit/s cap,
-// where the reflector read under 10, and its step-backs held the rate at
-// 40 % of the cap. It returns the delay and the signal it came from; -1
-// when no signal gave a reading.
-func (c *Controller) delay(in Input) (time.Duration, string) {
-	var oneWay, echo []*Signal
-	var passive *Signal
-	for _, r := range in.Readings {
-		s := c.baselines[r.Signal]
-		if s == nil {
-			s = &Signal{Name: r.Signal, Baseline: r.Value}
-			c.baselines[r.Signal] = s
-		}
-		s.Last = in.At
-		if r.Relative {
-			s.Delay = max(r.Value-c.serialRise(in.At), 0)
-			if passive == nil || s.Delay > passive.Delay {
-				passive = s
-			}
-			continue
-		}
-		// Baseline: fast to fall (0.9 per sample), slow to rise (0.001),
-		// as cake-autorate: a one-way delay's clock offset drifts, a
-		// queue's delay is there or gone.
-		if r.Value < s.Baseline {
-			s.Baseline += time.Duration(0.9 * float64(r.Value-s.Baseline))
-		} else {
-			s.Baseline += time.Duration(0.001 * float64(r.Value-s.Baseline))
-		}
-		s.Delay = max(r.Value-r.Own-s.Baseline, 0)
-		if strings.HasPrefix(r.Signal, oneWayPrefix) {
-			oneWay = append(oneWay, s)
-		} else {
-			echo = append(echo, s)
-		}
-	}
-	if m := lowerMedian(oneWay); m != nil {
-		return m.Delay, m.Name
-	}
-	best := lowerMedian(echo)
-	if best == nil || passive != nil && passive.Delay > best.Delay {
-		best = passive
-	}
-	if best == nil {
-		return -1, ""
-	}
-	return best.Delay, best.Name
-}
-
-// lowerMedian is the signal with the lower median delay, nil for none.
-func lowerMedian(ss []*Signal) *Signal {
-	if len(ss) == 0 {
-		return nil
-	}
-	slices.SortFunc(ss, func(a, b *Signal) int { return cmp.Compare(a.Delay, b.Delay) })
-	return ss[(len(ss)-1)/2]
 }
 
 // Step takes one tick's input and decides the rate.
