@@ -42,7 +42,7 @@ func (c *Controller) settled(now time.Time) bool {
 		!c.lastDecrease.IsZero() && now.Sub(c.lastDecrease) >= 2*time.Second
 }
 
-// probing reports whether the plateau that began at probeAt goes on: for
+// probing reports whether the plateau that began at plateauAt goes on: for
 // Plateau at least, PlateauMax at most, and until what the connections
 // really sent over the ceiling has spent twice the credit. Nor shorter than
 // Probe over the ceiling would take to spend it, the plateau's length
@@ -50,7 +50,7 @@ func (c *Controller) settled(now time.Time) bool {
 // last upper bound) spends the credit sooner, but a ceiling a few percent
 // under the cap takes the same time to show.
 func (c *Controller) probing(now time.Time) bool {
-	el := now.Sub(c.probeAt)
+	el := now.Sub(c.plateauAt)
 	switch {
 	case el < c.cfg.Plateau:
 		return true
@@ -72,7 +72,7 @@ func (c *Controller) probing(now time.Time) bool {
 // Config.Probe.
 func (c *Controller) calibrate(d Decision) {
 	switch {
-	case !c.probeAt.IsZero():
+	case c.phase == plateau:
 		c.probe = max(c.probe*0.75, c.cfg.Probe)
 	case c.outgrew > 0 && d.Cap > 0 && d.Cap <= 1.15*c.outgrew:
 		c.probe = min(2*c.probe, 0.2)

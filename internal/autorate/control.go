@@ -195,70 +195,126 @@ type safeRate struct {
 
 // Controller is the control law for one shaper. It holds no kernel state:
 // the daemon feeds it one Input per tick and applies the Decision.
+//
+// The law is a state machine over four phases (see phase). Step reads the
+// tick (observe), books what the link carried (account), decides whether
+// the delay is bloat, and runs the current phase's step; every change of
+// phase goes through enter.
 type Controller struct {
 	cfg  Config
 	pol  Policy
 	rate uint64
+	// phase is where the law is between two cuts; only enter sets it.
+	// Invariants: climbing has no ceiling (ceil == 0); holding and
+	// plateau have one (ceil > 0); calm is false only in draining.
+	phase phase
 
+	// baselines are each signal's (combine.go).
 	baselines map[string]*Signal
-	window    []bool // the last BloatN tick verdicts, newest last
 
-	lastAt       time.Time
-	lastSent     uint64
-	lastDecrease time.Time
-	// decreaseAt is the delay at the last decrease, or the highest since:
-	// the delay goes on rising for a round trip after a cut, and the cut
-	// is judged by how far it has fallen from there.
-	decreaseAt time.Duration
-	lastDecay  time.Time
-	idleSince  time.Time
-	safe       []safeRate
-	// recent are the last ticks' combined delays, for the queue's growth
-	// rate (slope).
+	// What the ticks showed (observe).
+	lastAt   time.Time
+	lastSent uint64
+	window   []bool // the last BloatN tick verdicts, newest last
+	// prev is the last tick's delay, -1 for none; rising says this tick's
+	// rose over it by more than an MTU's time.
+	prev   time.Duration
+	rising bool
+	// recent are the last ticks' delays at one rate, for the queue's
+	// growth (slope); growth says, for the last two ticks under the
+	// threshold, whether it was growing.
 	recent []point
-	// ceil is the cap estimated at the last bloat (bit/s), 0 when unknown
-	// or outgrown.
-	ceil float64
-	// growth says, for the last ticks, whether the delay was growing.
 	growth []bool
-	// bloated is the last rate at which bloat was seen, 0 once the rate
-	// has passed it without: a climb slows down as it nears it.
+	// idleSince is when the load fell under LowLoad (zero: busy);
+	// lastDecay when the rate last drifted toward base.
+	idleSince, lastDecay time.Time
+	// rates are the rates set within MinRTTWindow, oldest first, the
+	// first one in force at the window's start (see serialRise, rateAt).
+	rates []safeRate
+
+	// The episode: kept from the last cut (enter(draining)) on.
+	lastDecrease time.Time
+	// decreaseAt is the delay at the last cut, or the highest since
+	// within DrainLimit: the delay goes on rising for a round trip after
+	// a cut, and the cut is judged by how far it has fallen from there.
+	decreaseAt time.Duration
+	// calm is whether a tick has been under the threshold since the last
+	// cut: a cut after that starts a new episode, whose cap may have moved.
+	calm bool
+	// bloated is the highest rate of the last episode, 0 once the rate
+	// has passed it without bloat: a climb slows down as it nears it.
 	bloated   uint64
 	bloatedAt time.Time
-	// probeWait is how long after a step back the rate waits, near the
-	// ceiling, before it probes above it again: doubled each time the
-	// ceiling is found where it was (see backoff).
-	probeWait time.Duration
-	// probeAt is when the rate went to a probe's plateau over the ceiling
-	// (zero: no probe), and plateauBits what the shaper has sent since.
-	probeAt     time.Time
-	plateauBits float64
-	// Since the last cut and with no queue showing: holdBits were sent
-	// in holdFor, and credit is what a provider's bucket took in meanwhile
-	// at the ceiling (bits), which a plateau must spend twice over.
-	holdBits, holdFor, credit float64
-	// filled is the share of its rate the busy shaper carries, averaged
-	// over the ticks with no queue showing (see fill); 0 until known.
-	filled float64
+
+	// What the law knows of the cap (ceiling.go).
+	//
+	// ceil is the cap estimated at the last cut (bit/s), 0 when unknown
+	// or outgrown. floor is the least cap a plateau that found no queue
+	// proved (0: none, or a cut under it showed the cap fell), upper the
+	// rate of the last plateau that found a queue (0: none, or the cap
+	// moved since).
+	ceil, floor, upper float64
 	// probe is how far over the ceiling a plateau goes (Config.Probe at
-	// first, see calibrate), outgrew the ceiling the last plateau that found no queue
-	// went over (0 once the climb after it has found the cap).
+	// first, see calibrate); outgrew is the ceiling the last plateau that
+	// found no queue went over (0 once the climb after it found the cap).
 	probe, outgrew float64
-	// floor is the least cap a plateau that found no queue proved (0:
-	// none, or a cut under it has shown the cap fell), upper the rate of
-	// the last plateau that found one (0: none, or the cap moved since).
-	floor, upper float64
-	// prev is the last tick's delay, -1 for none.
-	prev   time.Duration
-	rising bool // the delay rose by more than an MTU's time this tick
-	// calm is whether a tick has been under the threshold since the last
-	// decrease: a cut after that starts a new episode, whose cap may
-	// have moved.
-	calm bool
-	// rates are the rates set within MinRTTWindow, oldest first, the
-	// first one in force at the window's start (see serialRise).
-	rates []safeRate
+	// probeWait is how long after a cut the rate holds under the ceiling
+	// before a plateau: doubled each time the ceiling is found where it
+	// was (see backoff).
+	probeWait time.Duration
+	// filled is the share of its rate the busy shaper carries, averaged
+	// over ticks with no queue showing (see fill); 0 until known.
+	filled float64
+	// safe are rates that held under load with no bloat.
+	safe []safeRate
+
+	// The hold's books, from the last cut on, over ticks with no queue
+	// showing: holdBits were sent in holdFor, and credit is what a
+	// provider's bucket took in meanwhile at the ceiling (bits), which a
+	// plateau must spend twice over.
+	holdBits, holdFor, credit float64
+	// The plateau in progress (phase plateau): when it began, and what
+	// the connections sent since.
+	plateauAt   time.Time
+	plateauBits float64
 }
+
+// phase is where the law is between two cuts.
+//
+//	climbing ──cut──▶ draining ──queue gone, ceiling──▶ holding ──probeWait──▶ plateau
+//	   ▲                 ▲  └──queue gone, no ceiling──▶ climbing                │
+//	   │                 └──────────── cut, or a queue shows (step back) ◀──────┤
+//	   └──────────────── the plateau spent the credit with no queue ◀───────────┘
+//
+// Any phase goes to draining on a cut (bloat) or a step back (a queue
+// growing under the threshold). Idle drift, refractory ticks and held
+// decisions leave the phase as it is.
+type phase uint8
+
+const (
+	// climbing: no ceiling known (none yet, or a plateau outgrew it).
+	// Under load the rate returns to the best safe rate, then climbs by
+	// IncreaseMin..IncreaseMax a tick, slower near the rate that bloated.
+	climbing phase = iota
+	// draining: a cut was made and the queue it left drains. No rise for
+	// IncreaseHold, nor while a ceiling is known and the delay is past a
+	// third of the threshold. A delay still over the threshold but
+	// falling from the peak after the cut is steered (drain), not cut.
+	draining
+	// holding: under a known ceiling. The rate holds Hold under it (over
+	// the share the connections fill) and after probeWait goes to a
+	// plateau.
+	holding
+	// plateau: Probe over the ceiling, held until what the connections
+	// sent over it has spent the bucket's credit twice. A queue ends it
+	// with a step back (to draining); none, with the ceiling outgrown
+	// (to climbing, with a floor).
+	plateau
+)
+
+var phaseNames = [...]string{climbing: "climbing", draining: "draining", holding: "holding", plateau: "plateau"}
+
+func (p phase) String() string { return phaseNames[p] }
 
 type point struct {
 	at    time.Time
@@ -302,12 +358,49 @@ func (c *Controller) mtuTime(rate uint64) time.Duration {
 // Step takes one tick's input and decides the rate.
 func (c *Controller) Step(in Input) Decision {
 	d := Decision{At: in.At, Old: c.rate, Rate: c.rate, Direction: "hold", Threshold: c.threshold(c.rate)}
+	c.readLoad(&d, in)
+	d.Delay, d.By = c.delay(in)
+	if d.Delay < 0 {
+		// No signal answered: hold. Lost probes are not bloat (the rate
+		// would fall to the minimum while reflectors are down: the
+		// failure cake-autorate #326 and sqm-autorate #152 report).
+		d.Reason = "no-signal"
+		return d
+	}
+	c.observe(&d)
+	c.account(d)
+	switch {
+	case d.Bloat && d.Load < c.cfg.LowLoad:
+		// Delay while this host sends next to nothing is not its queue.
+		d.Reason = "bloat-idle"
+	case d.Bloat:
+		c.decrease(&d, in)
+	case d.Delay <= d.Threshold && d.Load >= c.cfg.HighLoad:
+		c.increase(&d, in)
+	case d.Load < c.cfg.LowLoad && c.rate != c.pol.Base && in.At.Sub(c.lastDecay) >= time.Second:
+		// Idle: drift back toward base, 1 % a second, as cake-autorate.
+		c.lastDecay = in.At
+		d.Direction, d.Reason = "base", "idle"
+		if c.rate < c.pol.Base {
+			d.Rate = min(uint64(float64(c.rate)*1.01)+1, c.pol.Base)
+		} else {
+			d.Rate = max(uint64(float64(c.rate)*0.99), c.pol.Base)
+		}
+	default:
+		d.Reason = "steady"
+	}
+	c.settle(&d)
+	return d
+}
+
+// readLoad sets the tick's load (what the shaper sent over its rate) and
+// whether the link has been idle for IdleAfter.
+func (c *Controller) readLoad(d *Decision, in Input) {
 	if !c.lastAt.IsZero() && in.At.After(c.lastAt) && in.SentBytes >= c.lastSent {
 		secs := in.At.Sub(c.lastAt).Seconds()
 		d.Load = float64(in.SentBytes-c.lastSent) * 8 / secs / float64(c.rate)
 	}
 	c.lastAt, c.lastSent = in.At, in.SentBytes
-
 	// Idle: probes pause; a link that carries nothing says nothing.
 	if d.Load < c.cfg.LowLoad {
 		if c.idleSince.IsZero() {
@@ -317,16 +410,12 @@ func (c *Controller) Step(in Input) Decision {
 	} else {
 		c.idleSince = time.Time{}
 	}
+}
 
-	d.Delay, d.By = c.delay(in)
-	if d.Delay < 0 {
-		// No signal answered: hold. Lost probes are not bloat (the rate
-		// would fall to the minimum while reflectors are down: the
-		// failure cake-autorate #326 and sqm-autorate #152 report).
-		d.Reason = "no-signal"
-		return d
-	}
-	if d.Delay > c.decreaseAt && in.At.Sub(c.lastDecrease) < c.cfg.DrainLimit {
+// observe keeps the tick's delay in the law's memory (the peak after a cut,
+// whether it rose, the growth window, the k-of-n window) and sets d.Bloat.
+func (c *Controller) observe(d *Decision) {
+	if d.Delay > c.decreaseAt && d.At.Sub(c.lastDecrease) < c.cfg.DrainLimit {
 		// The probes a cut shows in are a round trip behind it: the
 		// queue they read went on growing at the rate before it. Judged
 		// from the delay at the cut, a queue falling from that peak
@@ -334,9 +423,9 @@ func (c *Controller) Step(in Input) Decision {
 		// lab's step down cut on to --min).
 		c.decreaseAt = d.Delay
 	}
-	rising := c.prev >= 0 && d.Delay > c.prev+c.mtuTime(c.rate)
-	c.prev, c.rising = d.Delay, rising
-	c.recent = append(c.recent, point{in.At, d.Delay})
+	c.rising = c.prev >= 0 && d.Delay > c.prev+c.mtuTime(c.rate)
+	c.prev = d.Delay
+	c.recent = append(c.recent, point{d.At, d.Delay})
 	if len(c.recent) > 5 {
 		c.recent = c.recent[1:]
 	}
@@ -352,32 +441,6 @@ func (c *Controller) Step(in Input) Decision {
 			n++
 		}
 	}
-	secs := c.cfg.Tick.Seconds()
-	sent := d.Load * float64(c.rate)
-	switch {
-	case !c.probeAt.IsZero():
-		// What a plateau spends of a provider's bucket is what the
-		// connections really sent, not its rate (see fill).
-		c.plateauBits += sent * secs
-	case d.Delay < c.pol.Threshold/3:
-		if d.Load >= c.cfg.HighLoad && c.settled(in.At) {
-			// A few seconds' memory: the share moves with the
-			// connections' count and their windows.
-			if c.filled == 0 {
-				c.filled = d.Load
-			}
-			c.filled += 0.05 * (d.Load - c.filled)
-		}
-		// A hold with no queue showing: what the rate leaves of the
-		// ceiling refills a provider's bucket, which the next plateau
-		// must spend (credit), and what it sends bounds the cap from
-		// below once a plateau finds no queue (see floor).
-		c.holdBits += sent * secs
-		c.holdFor += secs
-		if c.ceil > 0 {
-			c.credit += math.Max(c.ceil-sent, 0) * secs
-		}
-	}
 	// k of n guards against noise. A queue over the threshold that grew
 	// since the last tick by more than a packet's scatter is no noise,
 	// and each tick waited adds to it; nor is one that has not shrunk by
@@ -386,67 +449,113 @@ func (c *Controller) Step(in Input) Decision {
 	// passive signal waits for k of n). Either way the delay now must be
 	// over: a verdict held over from a queue gone since would cut a rate
 	// that no longer builds one.
-	stuck := d.By != PassiveSignal && in.At.Sub(c.lastDecrease) >= 2*c.cfg.Tick && float64(d.Delay) >= 0.9*float64(c.decreaseAt)
-	d.Bloat = over && (n >= c.cfg.BloatK || rising || stuck)
+	stuck := d.By != PassiveSignal && d.At.Sub(c.lastDecrease) >= 2*c.cfg.Tick && float64(d.Delay) >= 0.9*float64(c.decreaseAt)
+	d.Bloat = over && (n >= c.cfg.BloatK || c.rising || stuck)
+}
 
+// account books what the connections sent this tick: toward the plateau's
+// spend in a plateau; with no queue showing, toward the hold's books (what
+// the rate leaves of the ceiling refills a provider's bucket, which the next
+// plateau must spend, and what it sends bounds the cap from below once a
+// plateau finds no queue: see floor) and the share of the rate they fill.
+func (c *Controller) account(d Decision) {
+	secs := c.cfg.Tick.Seconds()
+	sent := d.Load * float64(c.rate)
 	switch {
-	case d.Bloat && d.Load < c.cfg.LowLoad:
-		// Delay while this host sends next to nothing is not its queue.
-		d.Reason = "bloat-idle"
-	case d.Bloat:
-		c.decrease(&d, in)
-	case !over && d.Load >= c.cfg.HighLoad:
-		c.increase(&d, in)
-	case d.Load < c.cfg.LowLoad && c.rate != c.pol.Base && in.At.Sub(c.lastDecay) >= time.Second:
-		// Idle: drift back toward base, 1 % a second, as cake-autorate.
-		c.lastDecay = in.At
-		d.Direction, d.Reason = "base", "idle"
-		if c.rate < c.pol.Base {
-			d.Rate = min(uint64(float64(c.rate)*1.01)+1, c.pol.Base)
-		} else {
-			d.Rate = max(uint64(float64(c.rate)*0.99), c.pol.Base)
+	case c.phase == plateau:
+		// What a plateau spends of a provider's bucket is what the
+		// connections really sent, not its rate (see fill).
+		c.plateauBits += sent * secs
+	case d.Delay < c.pol.Threshold/3:
+		if d.Load >= c.cfg.HighLoad && c.settled(d.At) {
+			// A few seconds' memory: the share moves with the
+			// connections' count and their windows.
+			if c.filled == 0 {
+				c.filled = d.Load
+			}
+			c.filled += 0.05 * (d.Load - c.filled)
 		}
-	default:
-		d.Reason = "steady"
+		c.holdBits += sent * secs
+		c.holdFor += secs
+		if c.ceil > 0 {
+			c.credit += math.Max(c.ceil-sent, 0) * secs
+		}
 	}
+}
+
+// settle bounds the decided rate, takes a cut's transition, and records the
+// rate.
+func (c *Controller) settle(d *Decision) {
 	d.Rate = min(max(d.Rate, c.pol.Min), c.pol.Max)
 	if math.Abs(float64(d.Rate)-float64(d.Old)) > 0.02*float64(d.Old) {
 		// The queue's growth rate is read at one rate.
 		c.recent = c.recent[:0]
 	}
 	if d.Direction == "down" {
-		c.calibrate(d)
-		// A queue at a rate says the cap is under it: the next plateau
-		// goes no higher, and (once a plateau has found one) no lower:
-		// a ceiling read low would put it under the cap, where it finds
-		// nothing and the climb after it overshoots. The rate that built
-		// the queue is the one in force when the probes that show it
-		// were sent.
-		built := float64(max(d.Old, c.rateAt(in.At.Add(-d.Delay-c.cfg.Tick))))
-		switch {
-		case !c.probeAt.IsZero():
-			c.upper = built
-		case c.upper > 0:
-			c.upper = math.Min(c.upper, built)
-		}
-		// A probe ends with the queue it found, a climb with the cap,
-		// and a hold starts with a provider's bucket spent.
-		c.probeAt = time.Time{}
-		c.holdBits, c.holdFor, c.credit = 0, 0, 0
+		c.enter(draining, *d)
 	}
 	if d.Rate == d.Old && d.Direction != "hold" {
 		d.Direction = "hold" // at a bound
 	}
 	if d.Rate != d.Old || len(c.rates) == 0 {
-		c.rates = append(c.rates, safeRate{rate: d.Rate, at: in.At})
+		c.rates = append(c.rates, safeRate{rate: d.Rate, at: d.At})
 	}
 	// Pruned here, where it grows, not where it is read: a policy with no
 	// passive signal never reads it.
-	for len(c.rates) > 1 && in.At.Sub(c.rates[1].at) >= MinRTTWindow {
+	for len(c.rates) > 1 && d.At.Sub(c.rates[1].at) >= MinRTTWindow {
 		c.rates = c.rates[1:]
 	}
 	c.rate = d.Rate
-	return d
+}
+
+// enter is every change of phase, with what each one carries over; d is the
+// decision that takes it (its rate not yet in force).
+func (c *Controller) enter(to phase, d Decision) {
+	switch to {
+	case draining:
+		// Every cut, step back and steered drain. A queue at a rate
+		// says the cap is under it: the next plateau goes no higher,
+		// and (once a plateau has found one) no lower: a ceiling read
+		// low would put it under the cap, where it finds nothing and
+		// the climb after it overshoots. The rate that built the queue
+		// is the one in force when the probes that show it were sent.
+		c.calibrate(d)
+		built := float64(max(d.Old, c.rateAt(d.At.Add(-d.Delay-c.cfg.Tick))))
+		switch {
+		case c.phase == plateau:
+			c.upper = built
+		case c.upper > 0:
+			c.upper = math.Min(c.upper, built)
+		}
+		// A plateau ends with the queue it found, a climb with the cap,
+		// and a hold starts with a provider's bucket spent.
+		c.plateauAt = time.Time{}
+		c.holdBits, c.holdFor, c.credit = 0, 0, 0
+		if d.Reason != "drain" {
+			// A new cut, not the last one's drain steered: the
+			// episode's clock and peak start here.
+			c.lastDecrease, c.decreaseAt, c.calm = d.At, d.Delay, false
+		}
+	case holding, climbing:
+		if c.phase == plateau {
+			// The plateau held with no queue: the cap has risen, past
+			// the rate that bloated last too. By how much is unknown,
+			// but not less than the plateau proved: the bucket was
+			// empty at the cut, took in C·t − sent over the hold and
+			// gave out (p−C)·P over the plateau, so no queue means
+			// C ≥ (p·P + sent)/(P + t). A ceiling read too low (on the
+			// lab's host: 1.64–1.82 Mbit/s under a 2 Mbit/s cap) makes
+			// a plateau under the cap, and without this floor the
+			// climb after it went 50 % over the cap before the delay
+			// showed it, again and again.
+			pl := d.At.Sub(c.plateauAt).Seconds()
+			c.floor = (c.plateauBits + c.holdBits) / (pl + c.holdFor)
+			c.outgrew, c.ceil, c.plateauAt, c.bloated, c.upper = c.ceil, 0, time.Time{}, 0, 0
+		}
+	case plateau:
+		c.plateauAt, c.plateauBits = d.At, 0
+	}
+	c.phase = to
 }
 
 // decrease cuts the rate on bloat.
@@ -462,7 +571,7 @@ func (c *Controller) decrease(d *Decision, in Input) {
 		// in a draw of the model.)
 		d.Reason = "refractory"
 		return
-	case float64(d.Delay) < 0.9*float64(c.decreaseAt) && since < c.cfg.DrainLimit && !c.calm:
+	case float64(d.Delay) < 0.9*float64(c.decreaseAt) && c.inEpisode(in.At):
 		// A delay lower than at the last cut is a queue draining: the
 		// rate is under the cap already. Steer the drain rather than cut
 		// blindly: down to the rate that empties what is left within
@@ -489,10 +598,10 @@ func (c *Controller) decrease(d *Decision, in Input) {
 	// drain the queue within DrainTime (rather than by the blind factor),
 	// and remember it as the ceiling to recover to.
 	est, by := c.estimate(in, d.Load)
-	if est == 0 && c.ceil > 0 && (since < c.cfg.DrainLimit && !c.calm || !c.probeAt.IsZero()) {
+	if est == 0 && c.ceil > 0 && (c.inEpisode(in.At) || c.phase == plateau) {
 		// A cut resets the growth reading; the estimate from the cut
-		// before still holds within the same episode, and a probe over
-		// it has just found it.
+		// before still holds within the same episode, and a plateau
+		// over it has just found it.
 		est, by = c.ceil, "ceiling"
 	}
 	est, by = c.overFloor(est, by)
@@ -517,7 +626,6 @@ func (c *Controller) decrease(d *Decision, in Input) {
 	c.safe = slices.DeleteFunc(c.safe, func(s safeRate) bool { return float64(s.rate) >= next })
 	d.Rate = uint64(next)
 	d.Direction, d.Reason = "down", "bloat"
-	c.lastDecrease, c.decreaseAt, c.calm = in.At, d.Delay, false
 	if !clamped {
 		// A cut as deep as the estimate asked starts a new count; a
 		// clamped one may be followed as soon as the refractory period
@@ -526,11 +634,16 @@ func (c *Controller) decrease(d *Decision, in Input) {
 	}
 }
 
-// increase raises the rate under load with no bloat. Under a known ceiling:
-// straight back to just under it after a cut, then, from time to time, a
-// probe's plateau over it. With no ceiling (none yet, or a plateau has
-// outgrown it): back to the best recent safe rate, then by 1–6 % a tick,
-// less as the delay nears the threshold.
+// inEpisode reports whether the last cut's queue may still be draining:
+// within DrainLimit of it, with no tick under the threshold since. Only in
+// phase draining (calm is false nowhere else).
+func (c *Controller) inEpisode(at time.Time) bool {
+	return at.Sub(c.lastDecrease) < c.cfg.DrainLimit && !c.calm
+}
+
+// increase is a tick under the threshold with the link busy: a queue that
+// has begun to grow makes the rate step back; otherwise the phase's own
+// step (drain, hold, plateau, climb).
 func (c *Controller) increase(d *Decision, in Input) {
 	c.remember(d.At)
 	c.growth = append(c.growth, c.slope(3) > c.cfg.GrowthLimit)
@@ -538,32 +651,15 @@ func (c *Controller) increase(d *Decision, in Input) {
 		c.growth = c.growth[1:]
 	}
 	growing := len(c.growth) == 2 && !slices.Contains(c.growth, false)
+	// A queue past a third of the threshold plus one MTU's time (a real
+	// path's delay wanders by a few ms, a packet may wait behind another
+	// being sent, and noise has slopes too).
 	early := d.Delay > c.pol.Threshold/3+c.mtuTime(c.rate)
-	// A probe looks for a queue: one that rose past a third of the
-	// threshold since the last tick has found it.
-	found := !c.probeAt.IsZero() && c.rising && early
-	if found || growing && early && d.At.Sub(c.lastDecrease) >= c.cfg.DrainWait {
-		// A queue has grown for two ticks and is past a third of the
-		// threshold plus one MTU's time (a real path's delay wanders by a
-		// few ms, a packet may wait behind another being sent, and noise
-		// has slopes too): the rate has just passed the cap. Step back
-		// under it before it is bloat.
-		est, by := c.estimate(in, d.Load)
-		switch {
-		case est > 0:
-		case c.ceil > 0 && c.ceil < float64(c.rate):
-			est, by = c.ceil, "ceiling"
-		default:
-			est, by = float64(c.rate), "rate"
-		}
-		est, by = c.overFloor(est, by)
-		d.Cap, d.CapBy = est, by
-		c.backoff(est)
-		c.safe = slices.DeleteFunc(c.safe, func(r safeRate) bool { return float64(r.rate) >= est })
-		drain := 1 - d.Delay.Seconds()/c.cfg.DrainTime.Seconds()
-		d.Rate = uint64(math.Min(drain, 0.97) * est)
-		d.Direction, d.Reason = "down", "queue"
-		c.lastDecrease, c.decreaseAt, c.calm = d.At, d.Delay, false
+	// A plateau looks for a queue: one that rose past that since the last
+	// tick has found it. Elsewhere a queue that has grown for two ticks
+	// and passed it says the rate has just passed the cap.
+	if c.phase == plateau && c.rising && early || growing && early && d.At.Sub(c.lastDecrease) >= c.cfg.DrainWait {
+		c.stepBack(d, in)
 		return
 	}
 	if sent := d.Load * float64(c.rate); in.Delivered > 0 && in.Delivered < 0.9*sent && in.OwnQueue < c.cfg.OwnQueueBusy {
@@ -574,62 +670,124 @@ func (c *Controller) increase(d *Decision, in Input) {
 		d.Reason = "beyond"
 		return
 	}
-	if d.At.Sub(c.lastDecrease) < c.cfg.IncreaseHold || (c.ceil > 0 && d.Delay > c.pol.Threshold/3+c.mtuTime(c.rate)) {
-		// The last cut needs time to drain the queue; near the cap, a
-		// rise waits until the queue is gone.
-		d.Reason = "draining"
-		return
-	}
-	target := c.bestSafe(d.At)
-	if c.ceil > 0 {
-		target = uint64((1 - c.cfg.Hold) * c.ceil / c.fill())
-	}
-	// More than a hair under it: the share the connections fill moves a
-	// little every tick, and so does the hold's level; followed to the
-	// bit, the rate changed every tick by a few hundred bit/s.
-	if float64(target) > 1.005*float64(c.rate) {
-		d.Rate = target
-		d.Direction, d.Reason = "up", "recover"
-		return
-	}
-	if c.ceil > 0 {
-		switch {
-		case c.probeAt.IsZero() && d.At.Sub(c.lastDecrease) < c.probeWait:
-			// The ceiling held at the last probes: wait before the next.
-			d.Reason = "steady"
-			return
-		case c.probeAt.IsZero():
-			// Has the cap moved? Go a little over the ceiling and hold
-			// there. A creep would not tell: a provider's token bucket
-			// lets each small excess through unseen, and the creep would
-			// be far over the cap by the time the bucket ran dry.
-			c.probeAt, c.plateauBits = d.At, 0
-			// No lower than the last plateau that found a queue, and
-			// no more than twice Probe over the ceiling: a bound left
-			// by a step down can be far over the cap. The height is
-			// what the connections are to send: over the share of its
-			// rate they fill.
-			fill := c.fill()
-			d.Rate = uint64(math.Max((1+c.probe)*c.ceil/fill, math.Min(c.upper, (1+2*c.probe)*c.ceil/fill)))
-			d.Direction, d.Reason = "up", "probe"
-			return
-		case c.probing(d.At):
-			d.Reason = "probing"
+	switch c.phase {
+	case draining:
+		if d.At.Sub(c.lastDecrease) < c.cfg.IncreaseHold || c.ceil > 0 && early {
+			// The last cut needs time to drain the queue; near the
+			// cap, a rise waits until the queue is gone.
+			d.Reason = "draining"
 			return
 		}
-		// The plateau held with no queue: the cap has risen, past the
-		// rate that bloated last too. By how much is unknown, but not
-		// less than the plateau proved: the bucket was empty at the cut,
-		// took in C·t − sent over the hold and gave out (p−C)·P over the
-		// plateau, so no queue means C ≥ (p·P + sent)/(P + t). A ceiling
-		// read too low (on the lab's host: 1.64–1.82 Mbit/s under a 2
-		// Mbit/s cap) makes a plateau under the cap, and without this
-		// floor the climb after it went 50 % over the cap before the
-		// delay showed it, again and again.
-		pl := d.At.Sub(c.probeAt).Seconds()
-		c.floor = (c.plateauBits + c.holdBits) / (pl + c.holdFor)
-		c.outgrew, c.ceil, c.probeAt, c.bloated, c.upper = c.ceil, 0, time.Time{}, 0, 0
+		if c.ceil > 0 {
+			c.enter(holding, *d)
+		} else {
+			c.enter(climbing, *d)
+		}
+	case holding, plateau:
+		if early {
+			d.Reason = "draining" // near the cap: no rise while a queue shows
+			return
+		}
 	}
+	switch c.phase {
+	case holding:
+		c.hold(d)
+	case plateau:
+		c.holdPlateau(d)
+	default:
+		c.climbStep(d)
+	}
+}
+
+// stepBack goes under the cap before a growing queue becomes bloat: to the
+// estimate of the cap (or the ceiling, or the rate itself), less what drains
+// the queue within DrainTime.
+func (c *Controller) stepBack(d *Decision, in Input) {
+	est, by := c.estimate(in, d.Load)
+	switch {
+	case est > 0:
+	case c.ceil > 0 && c.ceil < float64(c.rate):
+		est, by = c.ceil, "ceiling"
+	default:
+		est, by = float64(c.rate), "rate"
+	}
+	est, by = c.overFloor(est, by)
+	d.Cap, d.CapBy = est, by
+	c.backoff(est)
+	c.safe = slices.DeleteFunc(c.safe, func(r safeRate) bool { return float64(r.rate) >= est })
+	drain := 1 - d.Delay.Seconds()/c.cfg.DrainTime.Seconds()
+	d.Rate = uint64(math.Min(drain, 0.97) * est)
+	d.Direction, d.Reason = "down", "queue"
+}
+
+// holdLevel is the rate that has the connections send Hold under the
+// ceiling.
+func (c *Controller) holdLevel() uint64 {
+	return uint64((1 - c.cfg.Hold) * c.ceil / c.fill())
+}
+
+// recover moves the rate up to target when it is more than a hair over it:
+// the share the connections fill moves a little every tick, and so does the
+// hold's level; followed to the bit, the rate changed every tick by a few
+// hundred bit/s.
+func (c *Controller) recover(d *Decision, target uint64) bool {
+	if float64(target) <= 1.005*float64(c.rate) {
+		return false
+	}
+	d.Rate = target
+	d.Direction, d.Reason = "up", "recover"
+	return true
+}
+
+// hold is phase holding's step: back up to the hold level after a cut;
+// after probeWait, a plateau over the ceiling. A creep would not tell
+// whether the cap moved: a provider's token bucket lets each small excess
+// through unseen, and the creep would be far over the cap by the time the
+// bucket ran dry.
+func (c *Controller) hold(d *Decision) {
+	switch {
+	case c.recover(d, c.holdLevel()):
+	case d.At.Sub(c.lastDecrease) < c.probeWait:
+		// The ceiling held at the last plateaus: wait before the next.
+		d.Reason = "steady"
+	default:
+		c.enter(plateau, *d)
+		// No lower than the last plateau that found a queue, and no
+		// more than twice Probe over the ceiling: a bound left by a step
+		// down can be far over the cap. The height is what the
+		// connections are to send: over the share of its rate they fill.
+		fill := c.fill()
+		d.Rate = uint64(math.Max((1+c.probe)*c.ceil/fill, math.Min(c.upper, (1+2*c.probe)*c.ceil/fill)))
+		d.Direction, d.Reason = "up", "probe"
+	}
+}
+
+// holdPlateau is phase plateau's step: it holds until the credit is spent
+// (probing); with no queue by then the cap has risen, and the law climbs.
+func (c *Controller) holdPlateau(d *Decision) {
+	switch {
+	case c.recover(d, c.holdLevel()):
+	case c.probing(d.At):
+		d.Reason = "probing"
+	default:
+		c.enter(climbing, *d)
+		c.climb(d)
+	}
+}
+
+// climbStep is phase climbing's step: back to the best recent safe rate,
+// then the climb.
+func (c *Controller) climbStep(d *Decision) {
+	if !c.recover(d, c.bestSafe(d.At)) {
+		c.climb(d)
+	}
+}
+
+// climb raises the rate by IncreaseMin..IncreaseMax, less as the delay nears
+// the threshold, and IncreaseMin near the rate that bloated last. A faster
+// climb reaches a risen cap sooner but overshoots one that has not risen
+// further before the delay (a round trip behind) shows it.
+func (c *Controller) climb(d *Decision) {
 	room := 1 - float64(d.Delay)/float64(d.Threshold)
 	inc := c.cfg.IncreaseMin + (c.cfg.IncreaseMax-c.cfg.IncreaseMin)*math.Max(room, 0)
 	if c.bloated > 0 && d.At.Sub(c.bloatedAt) <= c.cfg.SafeAge {

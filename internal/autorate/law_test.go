@@ -126,7 +126,7 @@ func TestPlateauIsWhatTheConnectionsSend(t *testing.T) {
 	}
 	const ceil = 1_800_000.0
 	// A hold under the ceiling, long enough to learn the share they fill.
-	f.c.ceil, f.c.lastDecrease, f.c.probeWait = ceil, f.at, time.Minute
+	f.c.phase, f.c.ceil, f.c.lastDecrease, f.c.probeWait = holding, ceil, f.at, time.Minute
 	for range 50 {
 		f.step(0)
 	}
@@ -190,7 +190,7 @@ func TestFillIsReadWithTheRateHeld(t *testing.T) {
 	}
 	// Held under a ceiling, the connections fill 90 % of it.
 	f.fill = 0.9
-	f.c.ceil, f.c.lastDecrease, f.c.probeWait = float64(f.c.Rate())*1.1, f.at, time.Minute
+	f.c.phase, f.c.ceil, f.c.lastDecrease, f.c.probeWait = holding, float64(f.c.Rate())*1.1, f.at, time.Minute
 	for range 50 {
 		f.step(0)
 	}
@@ -229,7 +229,7 @@ func TestFillIsNotReadJustAfterACut(t *testing.T) {
 	// The rate held after the cut, the queue gone, the connections at
 	// 80 % of it for 1.8 s.
 	f.fill = 0.8
-	f.c.ceil, f.c.probeWait = float64(f.c.Rate())*1.1, time.Minute
+	f.c.phase, f.c.ceil, f.c.probeWait = holding, float64(f.c.Rate())*1.1, time.Minute
 	for range 9 {
 		f.step(0)
 	}
@@ -319,4 +319,47 @@ func TestPassiveDelayFlatAfterACutIsNotCutAgain(t *testing.T) {
 		{"flat at its peak", []time.Duration{60 * time.Millisecond, 61 * time.Millisecond, 60 * time.Millisecond, 55 * time.Millisecond}, 0},
 		{"still rising", []time.Duration{60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}, 1},
 	})
+}
+
+// The phases' invariants hold after every step of the model's runs: no
+// ceiling while climbing, one while holding or on a plateau, and an episode
+// not yet calm only while draining. The law's steps lean on them (a holding
+// step reads the ceiling; a steered drain and the ceiling's reuse at a cut
+// are only for the episode's own queue).
+func TestPhaseInvariants(t *testing.T) {
+	seen := map[phase]int{}
+	for _, refl := range []int{0, 1, 3} {
+		for seed := int64(1); seed <= 6; seed++ {
+			l := seededLink(refl, refl == 0 || seed%2 == 0, seed)
+			if seed%3 == 0 {
+				l.fill = tbfFill
+			}
+			c := NewController(policy(), DefaultConfig())
+			start := time.Unix(1_700_000_000, 0)
+			for el := time.Duration(0); el < 120*time.Second; el += c.cfg.Tick {
+				stepSchedule(el, l)
+				l.lost = seed == 5 && el >= 70*time.Second && el < 90*time.Second
+				in, _ := l.tick(start.Add(el), c.cfg.Tick, c.Rate())
+				d := c.Step(in)
+				seen[c.phase]++
+				switch {
+				case c.phase == climbing && c.ceil != 0:
+					t.Fatalf("%v: climbing with a ceiling %.0f (%s)", el, c.ceil, d.Key())
+				case (c.phase == holding || c.phase == plateau) && c.ceil <= 0:
+					t.Fatalf("%v: %v with no ceiling (%s)", el, c.phase, d.Key())
+				case !c.calm && c.phase != draining:
+					t.Fatalf("%v: %v with the last cut's episode not calm (%s)", el, c.phase, d.Key())
+				case c.phase == plateau && c.plateauAt.IsZero():
+					t.Fatalf("%v: a plateau with no start (%s)", el, d.Key())
+				}
+			}
+		}
+	}
+	// Every phase is visited: the invariants are checked on each.
+	for p := climbing; p <= plateau; p++ {
+		if seen[p] == 0 {
+			t.Errorf("phase %v never entered in the model's runs", p)
+		}
+	}
+	t.Logf("ticks per phase: %v", seen)
 }
