@@ -756,8 +756,14 @@ func (c *Controller) hold(d *Decision) {
 		// more than twice Probe over the ceiling: a bound left by a step
 		// down can be far over the cap. The height is what the
 		// connections are to send: over the share of its rate they fill.
+		//
+		// Nor under the rate in force: a cut no deeper than DecreaseMax
+		// can leave the rate over the ceiling, and a plateau under it
+		// was a cut named a probe (TestLawAtItsBounds found "up/probe"
+		// from 1.875 to 1.871 Mbit/s).
 		fill := c.fill()
 		d.Rate = uint64(math.Max((1+c.probe)*c.ceil/fill, math.Min(c.upper, (1+2*c.probe)*c.ceil/fill)))
+		d.Rate = max(d.Rate, c.rate)
 		d.Direction, d.Reason = "up", "probe"
 	}
 }

@@ -595,24 +595,54 @@ func TestNoisyReflector(t *testing.T) {
 	}
 }
 
-func TestNeverOutsideBounds(t *testing.T) {
+// Bounds narrower than the cap: 1.5–2.5 Mbit/s while the cap steps 2 → 1 →
+// 3 → 2. Step keeps the rate within them itself, so what is tested here is
+// the law at its bounds, over 20 draws of the model: where the cap is over
+// --max (the 3 Mbit/s step) the law does not take its own bound for a cap
+// (it sits at max and cuts nothing); where the cap is under --min it sits at
+// min; and what it learnt at a bound does not hold it there after the cap
+// moves back inside (the last step, 2 Mbit/s, is reached within 5 s). Every
+// decision says what it did: a bound that stops a change is a hold, not a
+// cut or a rise that never happened (the adjustment counters export them).
+func TestLawAtItsBounds(t *testing.T) {
 	p := policy()
 	p.Min, p.Max = 1_500_000, 2_500_000
-	tr := run(t, NewController(p, DefaultConfig()), newLink(3, true), 120*time.Second, stepSchedule)
-	for i, r := range tr.rate {
-		if r < p.Min || r > p.Max {
-			t.Fatalf("at %v rate %d outside [%d, %d]", tr.at[i], r, p.Min, p.Max)
+	for seed := int64(1); seed <= 20; seed++ {
+		tr := run(t, NewController(p, DefaultConfig()), seededLink(3, true, seed), 120*time.Second, stepSchedule)
+		var atMax, inHigh, cutsHigh, atMin int
+		conv := time.Duration(-1)
+		for i, d := range tr.dec {
+			at := tr.at[i]
+			switch {
+			case d.Direction == "up" && d.Rate <= d.Old, d.Direction == "down" && d.Rate >= d.Old,
+				(d.Direction == "hold" || d.Direction == "") && d.Rate != d.Old:
+				t.Fatalf("seed %d at %v: %s from %d to %d", seed, at, d.Key(), d.Old, d.Rate)
+			}
+			switch {
+			case at >= 40*time.Second && at < 60*time.Second && d.Rate == p.Min:
+				atMin++
+			case at >= 75*time.Second && at < 90*time.Second:
+				// The flat half of the 3 Mbit/s step, over --max.
+				inHigh++
+				if d.Rate == p.Max {
+					atMax++
+				}
+				if d.Direction == "down" {
+					cutsHigh++
+				}
+			case at >= 90*time.Second && conv < 0 && math.Abs(float64(d.Rate)-2e6) <= 0.1*2e6:
+				conv = at - 90*time.Second
+			}
 		}
-	}
-	// The 1 Mbit/s step is under min: the rate sits at min, and says so.
-	atMin := 0
-	for i, at := range tr.at {
-		if at >= 40*time.Second && at < 60*time.Second && tr.rate[i] == p.Min {
-			atMin++
+		if atMin == 0 {
+			t.Errorf("seed %d: the cap fell under --min but the rate never reached min", seed)
 		}
-	}
-	if atMin == 0 {
-		t.Errorf("the cap fell under --min but the rate never reached min")
+		if float64(atMax) < 0.9*float64(inHigh) || cutsHigh > 0 {
+			t.Errorf("seed %d: with the cap over --max, the rate sat at max in %d of %d ticks and was cut %d times", seed, atMax, inHigh, cutsHigh)
+		}
+		if conv < 0 || conv > 5*time.Second {
+			t.Errorf("seed %d: from max, within 10%% of the 2 Mbit/s cap after %v, want ≤ 5 s", seed, conv)
+		}
 	}
 }
 
