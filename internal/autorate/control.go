@@ -444,12 +444,13 @@ func (c *Controller) observe(d *Decision) {
 	// k of n guards against noise. A queue over the threshold that grew
 	// since the last tick by more than a packet's scatter is no noise,
 	// and each tick waited adds to it; nor is one that has not shrunk by
-	// a tenth in the two ticks after a cut: the cut landed at the cap
+	// a tenth from its peak two ticks or more after a cut, within the
+	// cut's episode (inEpisode): the cut landed at the cap
 	// (srtt, smoothed, falls slower than the queue it follows: the
 	// passive signal waits for k of n). Either way the delay now must be
 	// over: a verdict held over from a queue gone since would cut a rate
 	// that no longer builds one.
-	stuck := d.By != PassiveSignal && d.At.Sub(c.lastDecrease) >= 2*c.cfg.Tick && float64(d.Delay) >= 0.9*float64(c.decreaseAt)
+	stuck := d.By != PassiveSignal && c.inEpisode(d.At) && d.At.Sub(c.lastDecrease) >= 2*c.cfg.Tick && float64(d.Delay) >= 0.9*float64(c.decreaseAt)
 	d.Bloat = over && (n >= c.cfg.BloatK || c.rising || stuck)
 }
 

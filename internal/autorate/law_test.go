@@ -363,3 +363,42 @@ func TestPhaseInvariants(t *testing.T) {
 	}
 	t.Logf("ticks per phase: %v", seen)
 }
+
+// A delay that has not shrunk by a tenth from the peak after a cut is bloat
+// at once ("stuck": the cut landed at the cap), but only in that cut's own
+// episode. Once a tick has been under the threshold, a later delay over it
+// is a new queue, and must pass k of n (or rise) like any other: before,
+// any delay over the threshold and over 0.9 of the last cut's peak was
+// bloat at once, for ever after (and before the first cut, whose peak is
+// zero), so the k-of-n guard against noise hardly ever applied to a
+// reflector.
+func TestStuckIsOnlyForTheCutsEpisode(t *testing.T) {
+	f := newFeeder(t)
+	for range 5 {
+		f.step(0)
+	}
+	thr := f.c.threshold(f.c.Rate())
+	f.step(thr - 10*time.Millisecond)
+	peak := thr + 3*time.Millisecond
+	if d := f.step(peak); d.Direction != "down" {
+		t.Fatalf("a queue rising past the threshold: %s, want a cut", d.Key())
+	}
+	// Half the rate sent from here on: no rise moves the threshold.
+	f.fill = 0.5
+	for range 20 {
+		f.step(0)
+	}
+	// A creep to just over the threshold and over 0.9 of the cut's peak,
+	// by less than an MTU's time a tick: not rising.
+	thr = f.c.threshold(f.c.Rate())
+	over := max(thr+time.Millisecond, time.Duration(0.9*float64(peak))+time.Millisecond)
+	if over-thr > f.c.mtuTime(f.c.Rate())/2 {
+		t.Fatalf("the test's creep: %v over a threshold of %v is a rise at %d bit/s", over, thr, f.c.Rate())
+	}
+	for _, under := range []time.Duration{6, 3, 0} {
+		f.step(thr - under*time.Millisecond - time.Millisecond/2)
+	}
+	if d := f.step(over); d.Bloat {
+		t.Errorf("one tick at %v, over a threshold of %v, long after a cut's episode: %s, bloat; want k of n", over, thr, d.Key())
+	}
+}
