@@ -178,7 +178,10 @@ func TestPlateauIsWhatTheConnectionsSend(t *testing.T) {
 // catching up with it, which the hold must not be set over.
 func TestFillIsReadWithTheRateHeld(t *testing.T) {
 	f := newFeeder(t)
-	// A climb: the rate rises every tick, the connections behind it.
+	// A climb, a while after a cut (the share is not read before the
+	// first, see TestFillIsNotReadInSlowStart): the rate rises every
+	// tick, the connections behind it.
+	f.c.lastDecrease = f.at.Add(-time.Minute)
 	f.fill = 0.8
 	for i := range 15 {
 		if d := f.step(0); i > 0 && d.Direction != "up" {
@@ -400,5 +403,47 @@ func TestStuckIsOnlyForTheCutsEpisode(t *testing.T) {
 	}
 	if d := f.step(over); d.Bloat {
 		t.Errorf("one tick at %v, over a threshold of %v, long after a cut's episode: %s, bloat; want k of n", over, thr, d.Key())
+	}
+}
+
+// A plateau that found no queue, followed by a cut that finds the cap within
+// 15 % of the ceiling it went over, was too low: the next goes twice as high,
+// up to 20 %. A plateau that finds a queue brings the height back toward
+// Config.Probe.
+func TestPlateauHeightFromWhatTheLastFound(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	for _, want := range []float64{0.10, 0.20, 0.20} {
+		c.outgrew = 1e6
+		c.calibrate(Decision{Cap: 1.1e6})
+		if math.Abs(c.probe-want) > 1e-9 || c.outgrew != 0 {
+			t.Fatalf("after a climb that found the cap near the ceiling it outgrew: height %.3f (outgrew %.0f), want %.2f", c.probe, c.outgrew, want)
+		}
+	}
+	// The cap found far over the ceiling it outgrew: it had risen.
+	c.outgrew = 1e6
+	if c.calibrate(Decision{Cap: 1.5e6}); c.probe != 0.2 {
+		t.Errorf("a cap that had risen changed the height to %.3f", c.probe)
+	}
+	c.phase = plateau
+	c.calibrate(Decision{Cap: 1e6})
+	if want := 0.15; math.Abs(c.probe-want) > 1e-9 {
+		t.Errorf("a plateau that found a queue: height %.3f, want %.2f", c.probe, want)
+	}
+}
+
+// The least cap a clean plateau proved holds the next cut's estimate up; a
+// cut at a rate at or under it shows the cap fell, and drops it.
+func TestFloorHoldsTheEstimateUp(t *testing.T) {
+	c := NewController(policy(), DefaultConfig())
+	c.floor, c.rate = 1.9e6, 2_200_000
+	if est, by := c.overFloor(1.6e6, "acked"); est != 1.9e6 || by != "floor" {
+		t.Errorf("an estimate under the floor: %.0f by %s, want the floor", est, by)
+	}
+	if est, by := c.overFloor(0, ""); est != 0 || by != "" {
+		t.Errorf("a blind cut took %.0f by %s, want none: the floor may be a cap that has since risen far", est, by)
+	}
+	c.rate = 1_800_000
+	if est, _ := c.overFloor(1.6e6, "acked"); est != 1.6e6 || c.floor != 0 {
+		t.Errorf("a cut under the floor: estimate %.0f, floor %.0f; want the estimate and no floor", est, c.floor)
 	}
 }
