@@ -27,6 +27,9 @@ const (
 	inetDiagTOS       = 5
 	inetDiagTClass    = 6
 	inetDiagSkMeminfo = 7
+	// inetDiagMark is not requested: the kernel adds it on its own for a
+	// caller with CAP_NET_ADMIN.
+	inetDiagMark = 15
 
 	afInet     = 2
 	afInet6    = 10
@@ -159,6 +162,10 @@ func parseDiagAttrs(b []byte, s *Socket) error {
 			s.TCPInfo = DecodeTCPInfo(v)
 		case inetDiagCong:
 			s.Congestion = cString(v)
+		case inetDiagMark:
+			if len(v) >= 4 {
+				s.Mark = ne.Uint32(v)
+			}
 		case inetDiagSkMeminfo:
 			if len(v) >= 9*4 {
 				s.Mem = &Mem{

@@ -47,6 +47,10 @@ type Socket struct {
 	TCPInfo *TCPInfo `json:"tcp_info"`
 	// Mem is the socket's memory accounting (INET_DIAG_SKMEMINFO).
 	Mem *Mem `json:"mem,omitempty"`
+	// Mark is the socket's SO_MARK, which policy routing may choose its
+	// route by. The kernel reports it only to a caller with CAP_NET_ADMIN:
+	// 0 otherwise, as for a socket without one.
+	Mark uint32 `json:"mark,omitempty"`
 	// Enforced lists the options lowlat's sock_ops entry for the socket's
 	// local port enforces ("nodelay", "initcwnd=40"), filled by 'lowlat
 	// sockets'; an option the socket has and Enforced names was set by

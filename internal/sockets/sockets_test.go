@@ -134,13 +134,14 @@ func TestParseDiagMsg(t *testing.T) {
 	mem := make([]byte, 9*4)
 	binary.NativeEndian.PutUint32(mem[12:], 87040)
 	m := diagMsg(afInet, 1, []byte{127, 0, 0, 1}, []byte{10, 0, 0, 2}, 4001, 51000, 777,
-		rtattr(inetDiagInfo, tcpInfoBytes(232)), rtattr(inetDiagCong, []byte("cubic\x00")), rtattr(inetDiagSkMeminfo, mem))
+		rtattr(inetDiagInfo, tcpInfoBytes(232)), rtattr(inetDiagCong, []byte("cubic\x00")), rtattr(inetDiagSkMeminfo, mem),
+		rtattr(inetDiagMark, binary.NativeEndian.AppendUint32(nil, 0x1234)))
 	var s Socket
 	if err := parseDiagMsg(m, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Local != "127.0.0.1:4001" || s.Remote != "10.0.0.2:51000" || s.State != "established" || s.Inode != 777 || s.UID != 1000 ||
-		s.RecvQ != 3 || s.SendQ != 4 || s.Congestion != "cubic" || s.TCPInfo == nil || s.Mem == nil || s.Mem.SndBuf != 87040 || s.Family != "inet" {
+		s.RecvQ != 3 || s.SendQ != 4 || s.Congestion != "cubic" || s.TCPInfo == nil || s.Mem == nil || s.Mem.SndBuf != 87040 || s.Family != "inet" || s.Mark != 0x1234 {
 		t.Fatalf("parsed %+v", s)
 	}
 	v6 := make([]byte, 16)
