@@ -52,8 +52,11 @@
 //
 //   - udp and tcp runs (and both phases of load) report their figures per
 //     fifth of the run (probe.Batches). A percentile's noise is t · sd of
-//     the blocks: a later run may sit anywhere one block did. The mean, the
-//     loss and the errors, which are the blocks' average, get the
+//     the blocks: a later run may sit anywhere one block did. Of five
+//     blocks, the one farthest from their median is left out (t with one
+//     degree of freedom less): a stall of the host in one fifth is not where
+//     a whole later run lands, and counted in, it widened a fast path's band
+//     past a 35-fold rise of its p50. The mean, the loss and the errors, which are the blocks' average, get the
 //     batch-means half-width t · sd / √5. A block with no reply counts at
 //     100 % loss.
 //   - Every latency's noise is at least the run's send lag (how late the

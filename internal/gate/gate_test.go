@@ -596,3 +596,40 @@ func TestICMPIsJudgedAsUDP(t *testing.T) {
 		t.Errorf("icmp: ramp worse in %d of %d (want ≥ 99), unchanged worse in %d of %d (want ≤ 1)", worse, runs, alarms, runs)
 	}
 }
+
+// A baseline with one stalled fifth (the host's scheduling, on a busy
+// 2-core machine) does not widen its band past a change that multiplies the
+// fast path's delay: the fleet test's host 2 kept a shaper that raised p50
+// from 0.054 to 1.88 ms and p99 from 0.82 to 13.7 ms, "not worse", with the
+// stalled block's spread taken for the path's noise.
+func TestOneStalledBlockIsNotTheNoise(t *testing.T) {
+	baseline := func(stall float64) *Summary {
+		s := &Summary{Metrics: map[string]Metric{
+			"p50": {Value: 0.054, Lo: 0.052, Hi: 0.057, Unit: "ms", N: 300},
+			"p99": {Value: 0.82, Lo: 0.6, Hi: 1.1, Unit: "ms", N: 300},
+		}}
+		s.batches("", &probe.Batches{
+			Count: []int64{60, 60, 60, 60, 60},
+			P50:   []float64{52, 55, stall, 54, 56},          // µs
+			P99:   []float64{700, 820, 14 * stall, 760, 900}, // µs
+		})
+		return s
+	}
+	after := &Summary{Metrics: map[string]Metric{
+		"p50": {Value: 1.88, Lo: 1.80, Hi: 1.95, Unit: "ms", N: 300},
+		"p99": {Value: 13.7, Lo: 12.0, Hi: 15.1, Unit: "ms", N: 300},
+	}}
+	for _, stall := range []float64{53, 2000} {
+		v := Decide(baseline(stall), after, Policy{})
+		if v.Keep || v.Rows[0].Verdict != Worse {
+			t.Errorf("a block at %.0f µs in the baseline: %s (p50 band %v)", stall, v.Reason, *v.Rows[0].Band)
+		}
+	}
+	// Still, blocks that all wander are the path's noise: the same change
+	// inside a band made of them is not worse.
+	s := &Summary{Metrics: map[string]Metric{"p50": {Value: 1.0, Lo: 0.95, Hi: 1.05, Unit: "ms", N: 300}}}
+	s.batches("", &probe.Batches{Count: []int64{60, 60, 60, 60, 60}, P50: []float64{400, 1900, 1000, 2300, 600}})
+	if v := Decide(s, &Summary{Metrics: map[string]Metric{"p50": {Value: 1.88, Lo: 1.8, Hi: 1.95, Unit: "ms", N: 300}}}, Policy{SLOOnly: false}); v.Rows[0].Verdict == Worse {
+		t.Errorf("within blocks that wander from 0.4 to 2.3 ms, 1.88 ms judged worse (band %v)", *v.Rows[0].Band)
+	}
+}

@@ -261,14 +261,16 @@ func (s *Summary) batches(prefix string, b *probe.Batches) {
 		if _, ok := s.Metrics[prefix+name]; !ok || len(xs) < 3 {
 			continue
 		}
-		half := spreadInterval(xs)
+		half := blockSpread(xs)
 		scale := 1e-3 // µs to ms
 		switch name {
 		case "loss", "errors":
 			scale = 1
 			fallthrough
 		case "mean":
-			half /= math.Sqrt(float64(len(xs)))
+			// Batch means: every block counts, a stall's too (it is
+			// part of the mean a later run would see).
+			half = spreadInterval(xs) / math.Sqrt(float64(len(xs)))
 		}
 		s.noise(prefix+name, half*scale)
 	}
