@@ -92,7 +92,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d := &Daemon{o: o, ctrl: NewController(o.Policy, o.Config), sigs: newReadings(), healthy: map[string]bool{}}
 	d.act = newActive(o.Policy, o.MaxProbeRate, d.sigs)
 	if o.Policy.Passive {
-		d.pas = newPassive()
+		if d.pas, err = newPassive(o.Policy.Iface); err != nil {
+			return nil, fmt.Errorf("autorate %s: passive signal: %w", o.Policy.Iface, err)
+		}
 	}
 	d.state = State{Device: o.Policy.Iface, PID: os.Getpid(), Kind: sh.Kind, Policy: o.Policy.String(), DryRun: o.DryRun,
 		RateBps: o.Policy.Base, Adjustments: map[string]uint64{}}

@@ -152,19 +152,32 @@ func (a *active) stop() {
 	}
 }
 
-// passive reads the host's own busy TCP connections each tick.
+// passive reads the host's own busy TCP connections each tick: those whose
+// packets leave through the shaped interface. A LAN connection (to a NAS,
+// a backup server, another host on the switch) never meets the uplink's
+// queue: counted, its small srtt pulled the median delay down and its bytes
+// inflated what the connections got acknowledged, the estimate of the cap.
 type passive struct {
 	// conns is the seam: sockets.Connections on a live host.
 	conns func() ([]sockets.Socket, error)
-	acked map[string]uint64 // bytes_acked per connection at the last tick
-	last  time.Time
+	// routes says which interface a connection leaves by; ifindex is the
+	// shaped one. nil routes counts every connection (tests of the rest).
+	routes  *routeCache
+	ifindex int
+	acked   map[string]uint64 // bytes_acked per connection at the last tick
+	last    time.Time
 	// own is the shaper's own queue at each recent tick, for what srtt
 	// still carries of it (see srttMemory).
 	own []point
 }
 
-func newPassive() *passive {
-	return &passive{conns: sockets.Connections, acked: map[string]uint64{}}
+// newPassive reads the connections routed out through iface.
+func newPassive(iface string) (*passive, error) {
+	i, lookup, err := kernelRoutes(iface)
+	if err != nil {
+		return nil, err
+	}
+	return &passive{conns: sockets.Connections, routes: newRouteCache(lookup), ifindex: i, acked: map[string]uint64{}}, nil
 }
 
 // busyWithin is how recently a connection must have sent data to count.
@@ -187,7 +200,7 @@ func (p *passive) read(now time.Time, ownQueue time.Duration) (delay time.Durati
 	for i := range ss {
 		s := &ss[i]
 		ti := s.TCPInfo
-		if ti == nil || loopback(s.Remote) {
+		if ti == nil || loopback(s.Remote) || !p.shaped(now, s) {
 			continue
 		}
 		key := s.Local + ">" + s.Remote
@@ -209,6 +222,9 @@ func (p *passive) read(now time.Time, ownQueue time.Duration) (delay time.Durati
 	}
 	secs := now.Sub(p.last).Seconds()
 	p.acked, p.last = next, now
+	if p.routes != nil {
+		p.routes.forget(now)
+	}
 	if len(delays) == 0 {
 		return 0, 0, false
 	}
@@ -275,6 +291,17 @@ func (p *passive) ownHeld(now time.Time, own, memory time.Duration) time.Duratio
 		}
 	}
 	return held
+}
+
+// shaped reports whether s's packets leave through the shaped interface.
+// A connection whose route cannot be read is left out: a signal that goes
+// quiet holds the rate, one that reads a LAN's delay moves it wrongly.
+func (p *passive) shaped(now time.Time, s *sockets.Socket) bool {
+	if p.routes == nil {
+		return true
+	}
+	k, ok := connRoute(s.Local, s.Remote, s.Mark, s.UID)
+	return ok && p.routes.out(now, k) == p.ifindex
 }
 
 // loopback reports whether an "ADDR:PORT" is on the loopback network: such
