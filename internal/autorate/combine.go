@@ -13,12 +13,12 @@ import (
 // delay turns the tick's readings into one delay over baseline, ranked:
 //
 //   - One-way delays to reflectors decide when any answered, through their
-//     lower median (so one noisy or distant reflector cannot outvote the
-//     others). They see the uplink's queue alone, in the same FIFO as the
-//     host's traffic.
-//   - Otherwise the lower median of the echo targets and the passive signal,
-//     whichever is larger: an echo may be prioritised or rate-limited past
-//     the host, and the host's own flows see the queue it misses.
+//     vote (see vote: one that bypasses the bottleneck cannot hide a queue,
+//     and one noisy reflector of three cannot cut alone). They see the
+//     uplink's queue alone, in the same FIFO as the host's traffic.
+//   - Otherwise the echo targets' vote and the passive signal, whichever
+//     is larger: an echo may be prioritised or rate-limited past the host,
+//     and the host's own flows see the queue it misses.
 //
 // The passive signal ranks under a reflector because it carries what
 // TCP's timing adds at low rates, not a queue: in the VM's
@@ -58,10 +58,10 @@ func (c *Controller) delay(in Input) (time.Duration, string) {
 			echo = append(echo, s)
 		}
 	}
-	if m := lowerMedian(oneWay); m != nil {
+	if m := vote(oneWay); m != nil {
 		return m.Delay, m.Name
 	}
-	best := lowerMedian(echo)
+	best := vote(echo)
 	if best == nil || passive != nil && passive.Delay > best.Delay {
 		best = passive
 	}
@@ -71,11 +71,25 @@ func (c *Controller) delay(in Input) (time.Duration, string) {
 	return best.Delay, best.Name
 }
 
-// lowerMedian is the signal with the lower median delay, nil for none.
-func lowerMedian(ss []*Signal) *Signal {
+// vote is the signal whose delay is the upper median of ss (nil for
+// none): with one signal, it; with two, the larger; with three, the
+// middle; with n, the (n/2+1)th smallest.
+//
+// A reflector reached by a path that bypasses the bottleneck (another
+// uplink, a route around the provider's limiter) reads no queue at all,
+// however deep the queue is. The lower median, with two reflectors, was
+// the smaller delay: one such reflector hid all the bloat from the other.
+// The upper median needs more than half the signals to read no queue to
+// hide one (two of two or three, three of four), and more than half to
+// read one for a cut on noise: with three or more, one noisy reflector
+// cannot cut alone. With two, a noisy one can; a reflector that reads a
+// queue the other misses is taken at its word, since a missed queue costs
+// the delay the shaper is there to keep, a false cut some rate for a
+// while.
+func vote(ss []*Signal) *Signal {
 	if len(ss) == 0 {
 		return nil
 	}
 	slices.SortFunc(ss, func(a, b *Signal) int { return cmp.Compare(a.Delay, b.Delay) })
-	return ss[(len(ss)-1)/2]
+	return ss[len(ss)/2]
 }
