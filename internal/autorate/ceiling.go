@@ -72,6 +72,8 @@ func (c *Controller) probing(now time.Time) bool {
 // Config.Probe.
 func (c *Controller) calibrate(d Decision) {
 	switch {
+	case c.phase == plateau && c.cfg.Stairs > 0:
+		c.probe = c.cfg.Probe // the stairs start again from the first
 	case c.phase == plateau:
 		c.probe = max(c.probe*0.75, c.cfg.Probe)
 	case c.outgrew > 0 && d.Cap > 0 && d.Cap <= 1.15*c.outgrew:

@@ -373,13 +373,18 @@ func checkSeeds(t *testing.T, p Policy, refl int, passive bool, fill float64, me
 // sample runs the step schedule over seeds draws of the model's noise and
 // scatter; tweak, when given, changes each link first.
 func sample(t *testing.T, p Policy, refl int, passive bool, tweak func(*link)) []figures {
+	return sampleWith(t, p, DefaultConfig(), refl, passive, tweak)
+}
+
+// sampleWith is sample with the law's tuning cfg.
+func sampleWith(t *testing.T, p Policy, cfg Config, refl int, passive bool, tweak func(*link)) []figures {
 	var all []figures
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		l := seededLink(refl, passive, seed)
 		if tweak != nil {
 			tweak(l)
 		}
-		all = append(all, measure(run(t, NewController(p, DefaultConfig()), l, 120*time.Second, stepSchedule)))
+		all = append(all, measure(run(t, NewController(p, cfg), l, 120*time.Second, stepSchedule)))
 	}
 	return all
 }
