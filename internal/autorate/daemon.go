@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lowlat/lowlat/internal/qdisc"
@@ -49,6 +51,7 @@ type Daemon struct {
 	ctrl    *Controller
 	sigs    *readings
 	act     *active
+	pool    *pool
 	pas     *passive
 	state   State
 	healthy map[string]bool
@@ -60,9 +63,9 @@ type Daemon struct {
 // ErrNoAnswer marks a signal target that did not answer at start.
 var ErrNoAnswer = errors.New("no answer")
 
-// Start checks everything a run needs — the shaper is there, every
-// reflector and echo target answers — before it changes anything: a bad
-// start leaves the shaper as it was.
+// Start checks everything a run needs — the shaper is there, every echo
+// target answers, and as many reflectors as are to be active — before it
+// changes anything: a bad start leaves the shaper as it was.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err := o.Policy.Check(); err != nil {
 		return nil, err
@@ -90,7 +93,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("autorate %s: %w", o.Policy.Iface, err)
 	}
 	d := &Daemon{o: o, ctrl: NewController(o.Policy, o.Config), sigs: newReadings(), healthy: map[string]bool{}}
-	d.act = newActive(o.Policy, o.MaxProbeRate, d.sigs)
 	if o.Policy.Passive {
 		if d.pas, err = newPassive(o.Policy.Iface); err != nil {
 			return nil, fmt.Errorf("autorate %s: passive signal: %w", o.Policy.Iface, err)
@@ -98,41 +100,69 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	d.state = State{Device: o.Policy.Iface, PID: os.Getpid(), Kind: sh.Kind, Policy: o.Policy.String(), DryRun: o.DryRun,
 		RateBps: o.Policy.Base, Adjustments: map[string]uint64{}}
-	d.act.start(ctx)
-	if err := d.awaitAnswers(ctx); err != nil {
-		d.act.stop()
+	// At start every reflector is probed, standing by or not: the first
+	// that answer are made active, and those that do not go to the back
+	// of the line.
+	p := o.Policy
+	all := newActive(p.Reflectors, p.ICMP, o.MaxProbeRate, d.sigs)
+	all.start(ctx)
+	order, err := d.awaitAnswers(ctx)
+	all.stop()
+	if err != nil {
 		return nil, err
 	}
+	d.pool = newPool(order, p.Active, o.Now())
+	d.act = newActive(d.pool.active, p.ICMP, o.MaxProbeRate, d.sigs)
+	d.act.start(ctx)
 	return d, nil
 }
 
-// awaitAnswers waits until every active target has answered once.
-func (d *Daemon) awaitAnswers(ctx context.Context) error {
-	var names []string
-	for _, t := range d.o.Policy.Reflectors {
-		names = append(names, reflectorSignal(t))
+// awaitAnswers waits until every echo target and the reflectors to be
+// active have answered once: the first Active of the list (all of them
+// when none stand by), or, once StartTimeout has passed, any Active of
+// them. It returns the reflectors in the order the pool is to use them:
+// those that answered, in the list's order, then those that did not.
+func (d *Daemon) awaitAnswers(ctx context.Context) ([]string, error) {
+	p := d.o.Policy
+	want := p.Active
+	if !p.standingBy() {
+		want = len(p.Reflectors)
 	}
-	for _, h := range d.o.Policy.ICMP {
-		names = append(names, icmpSignal(h))
-	}
+	answered := func(sig string) bool { return !d.sigs.lastSeen(sig).IsZero() }
 	deadline := time.Now().Add(d.o.StartTimeout)
 	for {
 		missing := ""
-		for _, n := range names {
-			if d.sigs.lastSeen(n).IsZero() {
-				missing = n
+		for _, h := range p.ICMP {
+			if !answered(icmpSignal(h)) {
+				missing = icmpSignal(h)
 				break
 			}
 		}
-		if missing == "" {
-			return nil
+		var yes, no []string
+		for _, t := range p.Reflectors {
+			if answered(reflectorSignal(t)) {
+				yes = append(yes, t)
+			} else {
+				no = append(no, t)
+			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("autorate %s: %s: %w within %s (is a lowlat reflector running there, and reachable?)", d.o.Policy.Iface, missing, ErrNoAnswer, d.o.StartTimeout)
+		firstAnswered := !slices.ContainsFunc(p.Reflectors[:want], func(t string) bool { return !answered(reflectorSignal(t)) })
+		over := time.Now().After(deadline)
+		if missing == "" && (firstAnswered || over && len(yes) >= want) {
+			return append(yes, no...), nil
+		}
+		if over {
+			if missing == "" {
+				missing = reflectorSignal(no[0])
+				if p.standingBy() {
+					missing = fmt.Sprintf("%d of %d reflectors answered, %d wanted active; %s", len(yes), len(p.Reflectors), want, missing)
+				}
+			}
+			return nil, fmt.Errorf("autorate %s: %s: %w within %s (is a lowlat reflector running there, and reachable?)", p.Iface, missing, ErrNoAnswer, d.o.StartTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -199,7 +229,7 @@ func (d *Daemon) tick(ctx context.Context) error {
 			return fmt.Errorf("autorate %s: set rate %s: %w", d.o.Policy.Iface, qdisc.FormatRate(want), err)
 		}
 	}
-	in := Input{At: now, Readings: d.sigs.take(), SentBytes: sh.Bytes}
+	in := Input{At: now, SentBytes: sh.Bytes}
 	// This host's own queue: the delay a packet waits in the shaper. It is
 	// what the shaper is for, not a sign of the cap: the passive signal
 	// always leaves it out, and so do probes behind a tbf, which queue in
@@ -214,21 +244,39 @@ func (d *Daemon) tick(ctx context.Context) error {
 	own := mean
 	if sh.Kind == "tbf" {
 		own = most
-		for i := range in.Readings {
-			in.Readings[i].Own = own
-		}
 	}
+	raw := d.sigs.take()
 	if d.pas != nil {
 		if delay, delivered, ok := d.pas.read(now, own); ok {
-			in.Readings = append(in.Readings, Reading{Signal: PassiveSignal, Value: delay, Relative: true})
+			raw = append(raw, Reading{Signal: PassiveSignal, Value: delay, Relative: true})
 			in.Delivered = delivered
+		}
+	}
+	// The pool takes its reflectors' clock steps off their one-way
+	// delays; the shaper's own queue comes off them after, as off every
+	// probe's (both the one-way delay and the round trip waited in it).
+	var stepped []clockStepped
+	in.Readings, stepped = d.pool.readings(now, raw)
+	for _, s := range stepped {
+		d.logf("reflector %s: its clock stepped %.1f ms ahead (its one-way delay rose, its round trip did not): taken off its delay, not read as a queue", s.target, ms(s.step))
+	}
+	if sh.Kind == "tbf" {
+		for i := range in.Readings {
+			if !in.Readings[i].Relative {
+				in.Readings[i].Own = own
+			}
 		}
 	}
 	dec := d.ctrl.Step(in)
 	if dec.Idle {
 		d.act.stop()
-	} else {
-		d.act.start(ctx)
+		d.pool.pause()
+	} else if d.act.start(ctx) {
+		d.pool.resume(now)
+	}
+	if r, ok := d.pool.check(now); ok {
+		d.act.swap(r.old, r.new)
+		d.logf("reflector %s: %s; replaced by %s", r.old, r.why, r.new)
 	}
 	d.state.Load, d.state.Backlog, d.state.Drops = dec.Load, sh.Backlog, sh.Drops
 	d.health(in, now)
@@ -280,11 +328,15 @@ func (d *Daemon) health(in Input, now time.Time) {
 		fresh[r.Signal] = true
 	}
 	var names []string
-	for _, t := range d.o.Policy.Reflectors {
+	for _, t := range d.pool.active {
 		names = append(names, reflectorSignal(t))
 	}
 	for _, h := range d.o.Policy.ICMP {
 		names = append(names, icmpSignal(h))
+	}
+	for _, t := range d.pool.spare {
+		// Standing by: not probed, not healthy, and no news.
+		delete(d.healthy, reflectorSignal(t))
 	}
 	for _, n := range names {
 		ok := now.Sub(d.sigs.lastSeen(n)) < 2*time.Second
@@ -328,6 +380,11 @@ func (d *Daemon) apply(dec Decision) error {
 	d.state.Time = dec.At
 	d.state.Signals = d.state.Signals[:0]
 	for _, s := range d.ctrl.Signals() {
+		if t, ok := strings.CutPrefix(s.Name, oneWayPrefix); ok && !d.pool.isActive(t) {
+			// A reflector standing by keeps its baseline (it may come
+			// back) but is no signal now.
+			continue
+		}
 		d.state.Signals = append(d.state.Signals, SignalState{Name: s.Name, DelaySeconds: s.Delay.Seconds(), BaselineSeconds: s.Baseline.Seconds(), Healthy: d.healthy[s.Name]})
 	}
 	if err := WriteState(d.o.RunDir, &d.state); err != nil {

@@ -1,6 +1,8 @@
 package autorate
 
 import (
+	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +66,89 @@ func TestBypassingReflectorHidesNoQueue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// clockStepAt feeds the model's reflectors through a pool, as the daemon
+// does, each reading with its round trip; from at on, reflector r0's clock
+// is step ahead. Without a pool (nil), the stepped one-way delays go to
+// the law as they are.
+func clockStepAt(p *pool, at, step time.Duration) func(time.Duration, *link, *Input) {
+	rng := rand.New(rand.NewSource(7))
+	return func(el time.Duration, l *link, in *Input) {
+		var raw []Reading
+		for _, r := range in.Readings {
+			if !strings.HasPrefix(r.Signal, oneWayPrefix) {
+				raw = append(raw, r)
+				continue
+			}
+			i := int(r.Signal[len(r.Signal)-1] - '0')
+			// The model's one-way delay less its clock's offset is
+			// the way up; back: the base's other half, scattered by up
+			// to 2 ms.
+			rtt := r.Value - time.Duration(i)*37*time.Millisecond + l.base/2 + time.Duration(rng.Intn(2000))*time.Microsecond
+			if i == 0 && el >= at {
+				r.Value += step
+			}
+			raw = append(raw, r, Reading{Signal: rttPrefix + r.Signal[len(oneWayPrefix):], Value: rtt})
+		}
+		if p == nil {
+			in.Readings = slices.DeleteFunc(raw, func(r Reading) bool { return strings.HasPrefix(r.Signal, rttPrefix) })
+			return
+		}
+		in.Readings, _ = p.readings(in.At, raw)
+	}
+}
+
+// A step of a reflector's clock is not read as bloat: with one reflector,
+// which nothing outvotes, the rate is not cut when its clock steps 100 ms
+// ahead. The host sends 1.6 Mbit/s under the 2 Mbit/s cap, so that no
+// queue of its own brings cuts; the step comes where the same draw without
+// it has no bloat for a second before and three after. Fed to the law as
+// it is, the step alone is a cut within a tick.
+func TestClockStepIsNoBloat(t *testing.T) {
+	p := policy()
+	p.Reflectors, p.Passive = p.Reflectors[:1], false
+	start := time.Unix(1_700_000_000, 0)
+	const d = 60 * time.Second
+	steady := func(_ time.Duration, l *link) { l.demand = 1.6e6 }
+	calm := runEdited(t, NewController(p, DefaultConfig()), newLink(1, false), d, steady, clockStepAt(newPool([]string{"r0"}, 0, start), d, 0))
+	// Where the draw is calm: no bloat and no cut within [at-1s, at+3s].
+	at := time.Duration(-1)
+	for i := range calm.at {
+		if calm.at[i] < 20*time.Second || calm.at[i]+3*time.Second >= d {
+			continue
+		}
+		quiet := true
+		for j := range calm.at {
+			if calm.at[j] >= calm.at[i]-time.Second && calm.at[j] <= calm.at[i]+3*time.Second && (calm.dec[j].Bloat || calm.dec[j].Direction == "down") {
+				quiet = false
+				break
+			}
+		}
+		if quiet {
+			at = calm.at[i]
+			break
+		}
+	}
+	if at < 0 {
+		t.Fatal("the draw has no calm 4 s after 20 s to step the clock in")
+	}
+	cutWithin := func(tr *trace, from, to time.Duration) (Decision, bool) {
+		for i := range tr.at {
+			if tr.at[i] >= from && tr.at[i] <= to && (tr.dec[i].Direction == "down" || tr.dec[i].Bloat) {
+				return tr.dec[i], true
+			}
+		}
+		return Decision{}, false
+	}
+	stepped := runEdited(t, NewController(p, DefaultConfig()), newLink(1, false), d, steady, clockStepAt(newPool([]string{"r0"}, 0, start), at, 100*time.Millisecond))
+	if dec, cut := cutWithin(stepped, at, at+3*time.Second); cut {
+		t.Errorf("the clock stepped 100 ms at %v: %s, bloat %v, delay %v: want the step taken off, no bloat", at, dec.Key(), dec.Bloat, dec.Delay)
+	}
+	// The control: the step, not taken off, is a cut.
+	raw := runEdited(t, NewController(p, DefaultConfig()), newLink(1, false), d, steady, clockStepAt(nil, at, 100*time.Millisecond))
+	if _, cut := cutWithin(raw, at, at+400*time.Millisecond); !cut {
+		t.Errorf("the control: the step fed to the law as it is made no cut: the test shows nothing")
 	}
 }

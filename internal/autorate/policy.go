@@ -36,6 +36,10 @@ type Policy struct {
 	// and RTT; ICMP are hosts probed with echo requests.
 	Reflectors []string
 	ICMP       []string
+	// Active is how many of Reflectors are probed at a time; the others
+	// stand by to replace one that stops answering or whose clock keeps
+	// stepping (see pool). 0 probes them all.
+	Active int
 	// Passive uses tcp_info (srtt - min_rtt) of the host's own busy
 	// connections: a signal that needs no reflector at all.
 	Passive bool
@@ -53,6 +57,9 @@ const DefaultThreshold = 15 * time.Millisecond
 // pairs with rates in bit/s:
 //
 //	iface=eth0 min=1000000 base=1800000 max=3000000 reflectors=10.0.0.2:7431 icmp= passive=on threshold=15ms
+//
+// with active=N after the reflectors when only N of them are probed at a
+// time.
 func (p Policy) String() string {
 	onoff := "off"
 	if p.Passive {
@@ -62,15 +69,29 @@ func (p Policy) String() string {
 	if th == 0 {
 		th = DefaultThreshold
 	}
-	return fmt.Sprintf("iface=%s min=%d base=%d max=%d reflectors=%s icmp=%s passive=%s threshold=%s",
-		p.Iface, p.Min, p.Base, p.Max, strings.Join(p.Reflectors, ","), strings.Join(p.ICMP, ","), onoff, th)
+	// active= only when some reflectors stand by: a policy journaled
+	// before it existed keeps its exact text.
+	active := ""
+	if p.standingBy() {
+		active = " active=" + strconv.Itoa(p.Active)
+	}
+	return fmt.Sprintf("iface=%s min=%d base=%d max=%d reflectors=%s%s icmp=%s passive=%s threshold=%s",
+		p.Iface, p.Min, p.Base, p.Max, strings.Join(p.Reflectors, ","), active, strings.Join(p.ICMP, ","), onoff, th)
 }
+
+// standingBy reports whether some reflectors stand by (Active is fewer than
+// all of them).
+func (p Policy) standingBy() bool { return p.Active > 0 && p.Active < len(p.Reflectors) }
 
 // Describe is the policy for people: rates in tc's units.
 func (p Policy) Describe() string {
 	var sig []string
-	for _, r := range p.Reflectors {
-		sig = append(sig, "reflector "+r)
+	if p.standingBy() {
+		sig = append(sig, fmt.Sprintf("reflectors %s (%d probed at a time, the others standing by)", strings.Join(p.Reflectors, ", "), p.Active))
+	} else {
+		for _, r := range p.Reflectors {
+			sig = append(sig, "reflector "+r)
+		}
 	}
 	for _, h := range p.ICMP {
 		sig = append(sig, "icmp "+h)
@@ -107,6 +128,8 @@ func ParsePolicy(s string) (Policy, error) {
 			p.Max, err = strconv.ParseUint(v, 10, 64)
 		case "reflectors":
 			p.Reflectors = splitList(v)
+		case "active":
+			p.Active, err = strconv.Atoi(v)
 		case "icmp":
 			p.ICMP = splitList(v)
 		case "passive":
@@ -157,6 +180,8 @@ func (p Policy) Check() error {
 		return fmt.Errorf("autorate %s: no signal: give --reflector, --icmp or leave --passive on", p.Iface)
 	case p.Threshold < 0 || p.Threshold > time.Second:
 		return fmt.Errorf("autorate %s: --threshold %s: want 0..1s", p.Iface, p.Threshold)
+	case p.Active < 0 || p.Active > len(p.Reflectors):
+		return fmt.Errorf("autorate %s: --active-reflectors %d: want 1..%d, the reflectors given (0: all)", p.Iface, p.Active, len(p.Reflectors))
 	}
 	for _, r := range p.Reflectors {
 		if _, port, err := net.SplitHostPort(r); err != nil || port == "" {

@@ -86,65 +86,114 @@ func reflectorSignal(target string) string { return oneWayPrefix + target }
 // one-way delays first.
 const oneWayPrefix = "owd:"
 
+// rttPrefix starts a reflector's round trip, read with its one-way delay:
+// the pool tells a step of the reflector's clock from a queue by it (see
+// reflector.correct). The control law does not see it.
+const rttPrefix = "rtt:"
+
 // icmpSignal names an echo target's signal.
 func icmpSignal(host string) string { return "icmp:" + host }
 
 // PassiveSignal is the name of the tcp_info signal.
 const PassiveSignal = "passive"
 
+// probeTimeout is how long a probe waits for its answer.
+const probeTimeout = time.Second
+
 // active runs the reflector and ICMP watches; they stop while the link is
-// idle and start again when it is not.
+// idle and start again when it is not. One reflector's watch may be swapped
+// for another's (the pool's replacements) while they run.
 type active struct {
-	pol      Policy
 	interval time.Duration
 	out      *readings
 
 	mu     sync.Mutex
+	refl   []string
+	icmp   []string
+	ctx    context.Context // the watches' parent while they run
 	cancel context.CancelFunc
+	stops  map[string]context.CancelFunc // each reflector's watch
 	wg     sync.WaitGroup
 }
 
-func newActive(p Policy, maxRate float64, out *readings) *active {
-	return &active{pol: p, interval: probeInterval(len(p.Reflectors)+len(p.ICMP), maxRate), out: out}
+// newActive probes the reflectors and echo targets given, sharing maxRate.
+func newActive(reflectors, icmp []string, maxRate float64, out *readings) *active {
+	return &active{refl: slices.Clone(reflectors), icmp: icmp, interval: probeInterval(len(reflectors)+len(icmp), maxRate), out: out}
 }
 
-// start launches the watches if they are not running.
-func (a *active) start(ctx context.Context) {
+// start launches the watches if they are not running, and reports whether
+// it did.
+func (a *active) start(ctx context.Context) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.cancel != nil || a.interval == 0 {
-		return
+		return false
 	}
-	ctx, a.cancel = context.WithCancel(ctx)
-	// A reflector gives the one-way delay up; an echo target the RTT.
-	for _, t := range a.pol.Reflectors {
-		a.watch(ctx, probe.WatchUDP, t, reflectorSignal(t), func(s probe.Sample) (time.Duration, bool) { return s.Up, s.HasUp })
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	a.stops = map[string]context.CancelFunc{}
+	for _, t := range a.refl {
+		a.watchReflector(t)
 	}
-	for _, h := range a.pol.ICMP {
-		a.watch(ctx, probe.WatchICMP, h, icmpSignal(h), func(s probe.Sample) (time.Duration, bool) { return s.RTT, true })
+	// An echo target gives the RTT.
+	for _, h := range a.icmp {
+		ctx := a.ctx
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			cfg := probe.WatchConfig{Target: h, Interval: a.interval, Timeout: probeTimeout}
+			_ = probe.WatchICMP(ctx, cfg, func(s probe.Sample) {
+				if !s.Lost {
+					a.out.put(icmpSignal(h), s.RTT)
+				}
+			})
+		}()
 	}
+	return true
 }
 
-// watch runs one target's watch until ctx ends, putting each answered
-// probe's delay (as pick reads it off the sample) under sig.
-func (a *active) watch(ctx context.Context, w func(context.Context, probe.WatchConfig, probe.Sink) error, target, sig string, pick func(probe.Sample) (time.Duration, bool)) {
+// watchReflector starts target's watch; a.mu is held. A reflector gives
+// the one-way delay up, and the round trip with it.
+func (a *active) watchReflector(target string) {
+	ctx, cancel := context.WithCancel(a.ctx)
+	a.stops[target] = cancel
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		cfg := probe.WatchConfig{Target: target, Interval: a.interval, Timeout: time.Second}
-		_ = w(ctx, cfg, func(s probe.Sample) {
-			if v, ok := pick(s); ok && !s.Lost {
-				a.out.put(sig, v)
+		cfg := probe.WatchConfig{Target: target, Interval: a.interval, Timeout: probeTimeout}
+		_ = probe.WatchUDP(ctx, cfg, func(s probe.Sample) {
+			if s.Lost || !s.HasUp {
+				return
 			}
+			a.out.put(reflectorSignal(target), s.Up)
+			a.out.put(rttPrefix+target, s.RTT)
 		})
 	}()
+}
+
+// swap probes next instead of old, at once when the watches run.
+func (a *active) swap(old, next string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := slices.Index(a.refl, old)
+	if i < 0 {
+		return
+	}
+	a.refl[i] = next
+	if a.cancel == nil {
+		return
+	}
+	if stop := a.stops[old]; stop != nil {
+		stop()
+		delete(a.stops, old)
+	}
+	a.watchReflector(next)
 }
 
 // stop ends the watches and waits for them.
 func (a *active) stop() {
 	a.mu.Lock()
 	c := a.cancel
-	a.cancel = nil
+	a.cancel, a.ctx, a.stops = nil, nil, nil
 	a.mu.Unlock()
 	if c != nil {
 		c()

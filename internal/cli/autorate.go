@@ -23,6 +23,7 @@ type autorateOptions struct {
 	base       string
 	max        string
 	reflectors listFlag
+	active     int
 	icmp       listFlag
 	passive    bool
 	threshold  time.Duration
@@ -40,8 +41,9 @@ func newAutorateCmd(env *Env) *cobra.Command {
 		Short: "adaptive egress shaper: follow a capped uplink's real rate and keep the queue here (lowlat-autorate@IF.service)",
 		Long: "Owns the rate of the egress shaper the capped-uplink profile installed on IF (cake, or its tbf fallback) and moves it, " +
 			"in place, within --min..--max: down when the delay over baseline says a queue is building past the shaper, up again " +
-			"under load when it is not. Signals: one-way delay to lowlat reflectors (--reflector, several vote), ICMP echo RTT " +
-			"(--icmp), and, needing no reflector at all, srtt - min_rtt of this host's own busy TCP connections (--passive). " +
+			"under load when it is not. Signals: one-way delay to lowlat reflectors (--reflector, several vote; with --active-reflectors N, " +
+			"N of them are probed and the others stand by to replace one that stops answering), ICMP echo RTT " +
+			"(--icmp), and, needing no reflector at all, srtt - min_rtt of this host's own busy TCP connections routed out through IF (--passive). " +
 			"When every signal goes quiet the rate holds; it never falls to --min because probes stopped answering.\n\n" +
 			"The policy (interface, rates, signals) is journaled: 'lowlat status' takes any rate within --min..--max as no drift, " +
 			"and 'lowlat rollback' stops the daemon, removes the policy and restores the qdisc exactly. The daemon runs in the " +
@@ -57,6 +59,7 @@ func newAutorateCmd(env *Env) *cobra.Command {
 	f.StringVar(&o.base, "base", "", "starting rate, and the rate left when the daemon stops (default: the shaper's rate now)")
 	f.StringVar(&o.max, "max", "", "highest rate (default: twice --base)")
 	f.Var(&o.reflectors, "reflector", "a lowlat reflector `HOST:PORT` for one-way delay (repeatable; several vote)")
+	f.IntVar(&o.active, "active-reflectors", 0, "probe `N` of the --reflector list at a time; the others stand by to replace one that stops answering or whose clock keeps stepping (default: all)")
 	f.Var(&o.icmp, "icmp", "a `HOST` to probe with ICMP echo (repeatable)")
 	f.BoolVar(&o.passive, "passive", true, "use srtt - min_rtt of this host's own busy TCP connections (needs no reflector)")
 	f.DurationVar(&o.threshold, "threshold", autorate.DefaultThreshold, "delay over baseline that counts as bloat (one MTU's time at the current rate is added)")
@@ -133,7 +136,7 @@ func runAutorate(ctx context.Context, env *Env, o *autorateOptions, _ []string) 
 // policy builds the policy from the flags; rates default from the shaper's
 // rate now.
 func (o *autorateOptions) policy(live uint64) (autorate.Policy, error) {
-	p := autorate.Policy{Iface: o.iface, Reflectors: o.reflectors, ICMP: o.icmp, Passive: o.passive, Threshold: o.threshold}
+	p := autorate.Policy{Iface: o.iface, Reflectors: o.reflectors, Active: o.active, ICMP: o.icmp, Passive: o.passive, Threshold: o.threshold}
 	rate := func(flag, v string, def uint64) (uint64, error) {
 		if v == "" {
 			return def, nil
