@@ -37,13 +37,13 @@ DEB_PKGS := iproute2 qemu-system-x86 busybox-static xz-utils cpio ethtool time c
 	gcc python3 nginx-light libnginx-mod-stream haproxy chromium systemd prometheus \
 	lintian rpm ansible-core ansible-lint python3-apt openssh-server openssh-client bpftool mtr-tiny \
 	fping netbase procps pylint yamllint python3-voluptuous python3-pycodestyle \
-	clang llvm libbpf-dev bpftrace
+	clang llvm libbpf-dev bpftrace nftables
 
 # Packages whose integration tests must also pass on the stock kernel (the
 # VM loads the modules they need, socket diagnostics included: vm.DefaultModules).
 # One VM: two side by side (tried) starve each other's timing-sensitive
 # lab scenarios and probes on a 2-core machine.
-VM_PKGS := ./internal/qdisc ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab ./internal/pathprobe ./internal/passive
+VM_PKGS := ./internal/qdisc ./internal/mssclamp ./internal/knob ./internal/txn ./internal/cli ./internal/sockets ./internal/sockops ./internal/lab ./internal/pathprobe ./internal/passive
 
 # Fuzz budgets are execution counts, not durations: a duration -fuzztime can
 # fail with "context deadline exceeded" at its boundary on a loaded machine

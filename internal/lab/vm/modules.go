@@ -26,6 +26,9 @@ var DefaultModules = []string{
 	"sch_codel", "sch_htb", "sch_tbf", "sch_ingress", "sch_mqprio",
 	"cls_u32", "cls_matchall", "cls_bpf", "act_mirred", "act_skbedit",
 	"ifb", "veth", "dummy", "tcp_bbr",
+	// The MSS clamp is an nftables table (its meta, cmp, payload, bitwise,
+	// exthdr, counter and immediate expressions are nf_tables' own).
+	"nf_tables",
 	// The socket audit and sock_ops' live-socket half list connections
 	// through inet_diag (the nagle-small-messages sock_ops variant).
 	"inet_diag", "tcp_diag",
