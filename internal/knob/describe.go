@@ -76,6 +76,8 @@ func Describe(id, applied, live string) string {
 		return fmt.Sprintf("%s queue: applied %s, now %s", dev, applied, gone(live))
 	case "autorate":
 		return fmt.Sprintf("autorate %s: applied %s, now %s", rest, autorateWords(applied), autorateWords(live))
+	case "mss":
+		return fmt.Sprintf("mss clamp %s: applied %s, now %s", rest, mssWords(applied), mssWords(live))
 	case "sockopt":
 		i := strings.LastIndexByte(rest, '/')
 		if i < 0 || live != Detached {

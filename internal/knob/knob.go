@@ -2,7 +2,7 @@
 // stable ID ("sysctl/net.ipv4.tcp_congestion_control", "qdisc/eth0/root",
 // "route/default/main/initcwnd", "sysfs/kernel/mm/transparent_hugepage/enabled",
 // "file/etc/sysctl.d/99-lowlat.conf", "sockopt/port:7000/nodelay",
-// "autorate/eth0"), a Read of its live value, a Write, and a
+// "autorate/eth0", "mss/eth0"), a Read of its live value, a Write, and a
 // comparison that knows the setting's semantics (a qdisc asked for with two
 // options is satisfied by one that has them plus kernel defaults). Values are
 // strings in each kind's canonical text form so the journal can record them and
@@ -120,8 +120,10 @@ func New(sys *System, id string) (Knob, error) {
 		return newBPFFS(sys, rest)
 	case "autorate":
 		return newAutorate(sys, rest)
+	case "mss":
+		return newMSS(sys, rest)
 	}
-	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route, ethtool, irq, queue, service, irqbalance, cpufreq, block, dropin, sockopt, socket, bpffs, autorate)", id, kind)
+	return nil, fmt.Errorf("knob %q: unknown kind %q (known: sysctl, sysfs, file, link, qdisc, route, ethtool, irq, queue, service, irqbalance, cpufreq, block, dropin, sockopt, socket, bpffs, autorate, mss)", id, kind)
 }
 
 // Verify reads k back and checks it against want.

@@ -11,6 +11,8 @@ var volatileKinds = map[string]bool{
 	// bpffs is in memory, and connections end with the boot; so does a
 	// mount.
 	"sockopt": true, "socket": true, "bpffs": true,
+	// An nftables table is kernel state too.
+	"mss": true,
 }
 
 // deviceKinds act on a device that can disappear (an interface unplugged
@@ -52,8 +54,10 @@ func SurvivesReboot(id, value string) bool {
 // host: irqbalance moves interrupts, a driver reset or a NIC flap resets
 // queue steering and ethtool settings, a package upgrade starts a service
 // again (runbook 002 re-asserts affinity every 5 minutes for this), a
-// service restart re-creates its cgroup without the sock_ops program.
-var contestedKinds = map[string]bool{"irq": true, "queue": true, "ethtool": true, "service": true, "sockopt": true}
+// service restart re-creates its cgroup without the sock_ops program, a
+// firewall reload (nftables.service's "flush ruleset", firewalld) deletes
+// every nftables table, an MSS clamp's included.
+var contestedKinds = map[string]bool{"irq": true, "queue": true, "ethtool": true, "service": true, "sockopt": true, "mss": true}
 
 // Contested reports whether knob id is of a kind other software moves, the
 // ones 'lowlat reassert' (lowlat-reassert.timer) puts back.

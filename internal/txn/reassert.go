@@ -31,7 +31,8 @@ type ReassertResult struct {
 
 // Reassert writes back the applied value of every contested knob (interrupt
 // affinity, queue steering, NIC settings, a service, a sock_ops entry whose
-// program a service restart detached: knob.Contested) that is in force in
+// program a service restart detached, an MSS clamp a firewall reload
+// deleted: knob.Contested) that is in force in
 // this boot and moved. A knob a reboot put back is not in force:
 // a non-persisted interrupt setting applied before the reboot stays as the
 // reboot left it, and a persisted one is lowlat-boot.service's to re-apply.
