@@ -55,6 +55,9 @@ func makePlan(ctx context.Context, f *host.Facts, pf *planFlags, cmd string) (*p
 	if r.Has("sockets") {
 		host.GatherSockOps(ctx, f, r.SocketSelectors()...)
 	}
+	if r.ClampsMSS() {
+		host.GatherMSSClamp(f)
+	}
 	pl, err := plan.Make(f, r, plan.Options{Ifaces: pf.ifaces, ReserveCPUs: pf.reserve.cpus})
 	if errors.Is(err, plan.ErrUnknownInterface) {
 		return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", cmd, err)}

@@ -71,6 +71,10 @@ type Facts struct {
 	// enforces through it in this namespace. Nil when not gathered: only a
 	// plan with [[sockets]] settings asks, on the live host.
 	SockOps *SockOps `json:"sock_ops,omitempty"`
+	// MSSClamp is whether nftables can clamp TCP's MSS here and lowlat's
+	// clamps in force in this namespace. Nil when not gathered: only a plan
+	// with an [mss.clamp] that is not off asks, on the live host.
+	MSSClamp *MSSClamp `json:"mss_clamp,omitempty"`
 
 	// Errors lists what could not be read, by source. A missing fact is never
 	// silently a zero value: checks consult this before concluding anything.

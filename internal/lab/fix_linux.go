@@ -88,6 +88,9 @@ func (t *Topology) applyFix(ctx context.Context, f *Fix, dir string) (*applied, 
 		if r.Has("sockets") {
 			host.GatherSockOps(ctx, facts, r.SocketSelectors()...)
 		}
+		if r.ClampsMSS() {
+			host.GatherMSSClamp(facts)
+		}
 		pl, err = plan.Make(facts, r, plan.Options{Ifaces: []string{f.Iface()}})
 		return err
 	}); err != nil {
@@ -164,10 +167,11 @@ func (t *Topology) labRows(pl *plan.Plan, f *Fix) {
 				c.Action, c.Supported = plan.Skip, false
 				c.Reason = "host-wide setting: the lab never changes the host (lowlat apply on a real host sets it)"
 			}
-		case kind != "sysctl" && kind != "qdisc" && kind != "route" && kind != "ethtool":
-			// Only sysctls of the namespace, qdiscs, routes and ethtool
-			// settings of its own devices are per namespace; anything else
-			// (sysfs, files, IRQs...) would change the host.
+		case kind != "sysctl" && kind != "qdisc" && kind != "route" && kind != "ethtool" && kind != "mss":
+			// Only sysctls of the namespace, qdiscs, routes, ethtool
+			// settings of its own devices and nftables tables (an MSS
+			// clamp) are per namespace; anything else (sysfs, files,
+			// IRQs...) would change the host.
 			if c.Action != plan.OK {
 				c.Action, c.Supported = plan.Skip, false
 				c.Reason = "host-wide setting: the lab never changes the host (lowlat apply on a real host sets it)"

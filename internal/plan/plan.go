@@ -82,8 +82,8 @@ type HostBrief struct {
 
 // Options narrows a plan.
 type Options struct {
-	// Ifaces are the interfaces qdisc, route and autorate settings apply
-	// to. Empty: the interfaces carrying a default route.
+	// Ifaces are the interfaces qdisc, route, autorate and mss settings
+	// apply to. Empty: the interfaces carrying a default route.
 	Ifaces []string
 	// ReserveCPUs are CPUs kept for the application (--reserve-cpus): no
 	// interrupt is placed on them or on their SMT siblings.
@@ -128,12 +128,14 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 	// net.core.default_qdisc is restored before the qdiscs, and the kernel
 	// re-attaches the original default kind when a root is deleted.
 	var devs, sysctls []Change
-	var policies []profile.Setting
+	var policies, clamps []profile.Setting
 	nic := nicSettings{}
 	for _, s := range r.Settings {
 		switch s.Section {
 		case "autorate":
 			policies = append(policies, s)
+		case "mss":
+			clamps = append(clamps, s)
 		case "ethtool", "irq", "nvme", "cpu":
 			nic[s.Key] = s
 		case "sysctl":
@@ -160,6 +162,10 @@ func Make(f *host.Facts, r *profile.Resolved, opts Options) (*Plan, error) {
 	// is restored.
 	for _, s := range policies {
 		devs = append(devs, autorateRows(f, ifaces, s, devs)...)
+	}
+	// The MSS clamp takes auto's rate from the shaper and policy rows.
+	for _, s := range clamps {
+		devs = append(devs, mssRows(f, ifaces, s, devs, policies)...)
 	}
 	// NIC, interrupt and storage knobs go first: a rollback restores them
 	// last, after the qdiscs of the queues they created.

@@ -147,7 +147,7 @@ func (p *parser) checkTable(parts []string, poss []Pos) error {
 			return errAt(poss[0], "unknown table [%s] (parameters are [params.NAME])", strings.Join(parts, "."))
 		}
 		return nil
-	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "autorate":
+	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "autorate", "mss":
 		if len(parts) >= 2 {
 			if err := checkName(parts[0], strings.Join(parts[1:], ".")); err != nil {
 				return errAt(poss[1], "%s", err)
@@ -188,7 +188,7 @@ func (p *parser) keyValue(full []string, pos Pos, v *unstable.Node) error {
 	switch full[0] {
 	case "params":
 		return p.param(full, pos, vpos, v)
-	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "autorate":
+	case "sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "autorate", "mss":
 		return p.setting(full, pos, vpos, v)
 	case "sockets":
 		return errAt(pos, "socket options are written as [[sockets]] blocks with match = \"port:N\"")
@@ -222,8 +222,8 @@ func (p *parser) param(full []string, pos, vpos Pos, v *unstable.Node) error {
 		}
 		switch field {
 		case "type":
-			if s != "rate" && s != "int" && s != "string" {
-				return errAt(vpos, "parameter %s: type %q (want rate, int or string)", name, s)
+			if s != "rate" && s != "int" && s != "string" && s != "mss" {
+				return errAt(vpos, "parameter %s: type %q (want rate, int, mss or string)", name, s)
 			}
 			pr.Type = s
 		case "doc":
@@ -236,7 +236,7 @@ func (p *parser) param(full []string, pos, vpos Pos, v *unstable.Node) error {
 	return nil
 }
 
-// setting handles sysctl/qdisc/route/sysfs/autorate keys, both the table form
+// setting handles sysctl/qdisc/route/sysfs/autorate/mss keys, both the table form
 // ([sysctl."net.core.somaxconn"] value = "4096") and the shorthand
 // ([sysctl] "net.core.somaxconn" = "4096").
 func (p *parser) setting(full []string, pos, vpos Pos, v *unstable.Node) error {
@@ -413,6 +413,10 @@ func checkName(section, name string) error {
 	case "autorate":
 		if name != "policy" {
 			return fmt.Errorf("unknown autorate setting %q (known: policy)", name)
+		}
+	case "mss":
+		if name != "clamp" {
+			return fmt.Errorf("unknown mss setting %q (known: clamp)", name)
 		}
 	case "route":
 		switch name {

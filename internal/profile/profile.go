@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/lowlat/lowlat/internal/mssclamp"
 )
 
 // Pos is a place in a profile file.
@@ -42,13 +44,13 @@ func errAt(p Pos, format string, args ...any) *Error {
 }
 
 // Sections are the kinds of settings a profile may contain.
-var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "sockets", "autorate"}
+var Sections = []string{"sysctl", "qdisc", "route", "sysfs", "ethtool", "irq", "nvme", "cpu", "sockets", "autorate", "mss"}
 
 // Setting is one thing a profile sets.
 type Setting struct {
 	// Key is "<section>.<name>": "sysctl.net.core.somaxconn", "qdisc.root",
 	// "qdisc.ingress", "route.initcwnd", "sysfs.kernel/mm/transparent_hugepage/enabled",
-	// "autorate.policy".
+	// "autorate.policy", "mss.clamp".
 	Key     string
 	Section string
 	Name    string
@@ -69,7 +71,7 @@ type Setting struct {
 // Param is a profile parameter ("capped-uplink --set rate=2mbit").
 type Param struct {
 	Name     string
-	Type     string // rate, int, string
+	Type     string // rate, int, mss (a TCP MSS clamp: auto, off or bytes), string
 	Doc      string
 	Default  string
 	Required bool
@@ -116,6 +118,20 @@ func SplitKey(key string) (section, name string, ok bool) {
 func (r *Resolved) Has(section string) bool {
 	for _, s := range r.Settings {
 		if s.Section == section {
+			return true
+		}
+	}
+	return false
+}
+
+// ClampsMSS reports whether r clamps TCP's MSS: an [mss.clamp] setting that
+// is not off. Only then does planning need to read the clamps in force.
+func (r *Resolved) ClampsMSS() bool {
+	for _, s := range r.Settings {
+		if s.Section != "mss" {
+			continue
+		}
+		if c, err := mssclamp.ParseSetting(s.Value); err != nil || !c.Off() {
 			return true
 		}
 	}

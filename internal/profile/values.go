@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/autorate"
+	"github.com/lowlat/lowlat/internal/mssclamp"
 	"github.com/lowlat/lowlat/internal/qdisc"
 	"github.com/lowlat/lowlat/internal/sockops"
 )
@@ -22,7 +23,7 @@ import (
 // included, drains in MaxTbfQueue).
 var templateRE = regexp.MustCompile(`\$\{([^}]*)\}`)
 
-var exprRE = regexp.MustCompile(`^\s*(?:([a-z_]+)\(\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:\*\s*([0-9]*\.?[0-9]+)\s*)?(\))?\s*$`)
+var exprRE = regexp.MustCompile(`^\s*(?:([a-z_]+)\(\s*)?([A-Za-z_][A-Za-z0-9_-]*)\s*(?:\*\s*([0-9]*\.?[0-9]+)\s*)?(\))?\s*$`)
 
 const mtu = 1514
 
@@ -62,8 +63,11 @@ func placeholder(section string, e expr) string {
 	case "tbf_burst":
 		return "3028"
 	}
-	if section == "qdisc" {
+	switch section {
+	case "qdisc":
 		return "1mbit"
+	case "mss":
+		return "auto"
 	}
 	return "1"
 }
@@ -121,6 +125,9 @@ func checkResolved(section, name, v string) error {
 		return checkNICValue(section, name, v)
 	case "autorate":
 		return checkAutorate(v, true)
+	case "mss":
+		_, err := mssclamp.ParseSetting(v)
+		return err
 	case "sockets":
 		_, opt, err := sockops.SplitSetting(name)
 		if err != nil {
@@ -174,6 +181,17 @@ func parseParam(p Param, v string) (string, error) {
 			return "", fmt.Errorf("bad integer %q", v)
 		}
 		return strconv.FormatInt(n, 10), nil
+	case "mss":
+		// One word: auto, off or bytes (a target belongs to the setting).
+		c, err := mssclamp.ParseSetting(v)
+		if err != nil {
+			return "", err
+		}
+		if strings.ContainsAny(v, " \t") {
+			return "", fmt.Errorf("want auto, off or a byte count, one word")
+		}
+		w, _, _ := strings.Cut(c.String(), " ")
+		return w, nil
 	}
 	if strings.TrimSpace(v) == "" {
 		return "", fmt.Errorf("empty value")
