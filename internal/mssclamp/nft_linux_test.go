@@ -4,17 +4,14 @@ package mssclamp
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/lowlat/lowlat/internal/testnet"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -205,113 +202,6 @@ func TestIntegrationWriteBadInput(t *testing.T) {
 	}
 }
 
-// chain is three namespaces in a row: a client behind a router whose
-// uplink up0 (the shaped interface, where the clamp goes) leads to a
-// server. The router forwards, and has connections of its own.
-type chain struct {
-	client, router, server *testnet.NS
-}
-
-const (
-	serverAddr = "10.88.2.2"
-	routerUp   = "10.88.2.1"
-)
-
-func newChain(t *testing.T) *chain {
-	t.Helper()
-	c := &chain{client: testnet.New(t), router: testnet.New(t), server: testnet.New(t)}
-	c.client.Veth(t, "lan0", "lan1", c.router, 1)
-	c.router.Veth(t, "up0", "up1", c.server, 1)
-	addr := func(ns *testnet.NS, dev, cidr, gw, dst string) {
-		t.Helper()
-		if err := ns.Do(func() error {
-			l, err := netlink.LinkByName(dev)
-			if err != nil {
-				return err
-			}
-			a, _ := netlink.ParseAddr(cidr)
-			if err := netlink.AddrAdd(l, a); err != nil {
-				return err
-			}
-			if gw == "" {
-				return nil
-			}
-			_, d, _ := net.ParseCIDR(dst)
-			return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: d, Gw: net.ParseIP(gw)})
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr(c.client, "lan0", "10.88.1.2/24", "10.88.1.1", "0.0.0.0/0")
-	addr(c.router, "lan1", "10.88.1.1/24", "", "")
-	addr(c.router, "up0", routerUp+"/24", "", "")
-	addr(c.server, "up1", serverAddr+"/24", routerUp, "10.88.1.0/24")
-	if err := c.router.Do(func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// MSSes are the snd_mss of both ends of a connection (tcp_info): what the
-// one that opened it sends (its peer's MSS option, as it reached it) and
-// what the server sends back.
-type MSSes struct{ Opener, Server uint32 }
-
-// connect opens a TCP connection from ns to the server and returns both
-// ends' snd_mss.
-func (c *chain) connect(t *testing.T, from *testnet.NS) MSSes {
-	t.Helper()
-	var ln net.Listener
-	if err := c.server.Do(func() (err error) { ln, err = net.Listen("tcp4", serverAddr+":0"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		s, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- s
-	}()
-	var cl net.Conn
-	if err := from.Do(func() (err error) {
-		cl, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var s net.Conn
-	select {
-	case s = <-accepted:
-	case <-time.After(5 * time.Second):
-	}
-	if s == nil {
-		t.Fatal("the server accepted nothing")
-	}
-	defer s.Close()
-	return MSSes{Opener: SndMSS(t, cl), Server: SndMSS(t, s)}
-}
-
-// SndMSS is a connection's tcp_info snd_mss.
-func SndMSS(t *testing.T, c net.Conn) uint32 {
-	t.Helper()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ti *unix.TCPInfo
-	var serr error
-	if err := rc.Control(func(fd uintptr) { ti, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || serr != nil {
-		t.Fatalf("TCP_INFO: %v %v", err, serr)
-	}
-	return ti.Snd_mss
-}
-
 // TestIntegrationHooks measures which hook clamps which connection, the
 // evidence for the two chains lowlat writes. A chain at one hook matching
 // the uplink up0 in one direction clamps some of the four MSSes: the
@@ -321,12 +211,12 @@ func SndMSS(t *testing.T, c net.Conn) uint32 {
 // arrival and postrouting on departure are the only pair that clamps all
 // four; input, forward and output each see one kind of connection only.
 func TestIntegrationHooks(t *testing.T) {
-	c := newChain(t)
-	needNFTables(t, c.router)
+	c := testnet.NewRouted(t)
+	needNFTables(t, c.Router)
 	const clamp = 900
 	// Linux's segments carry 12 bytes of timestamps that snd_mss leaves out.
 	const clamped = clamp - Timestamps
-	free := c.connect(t, c.client)
+	free := c.Connect(t, c.Client)
 	if free.Opener <= clamped || free.Server <= clamped {
 		t.Fatalf("without a clamp the MSSes are %+v: the test cannot tell a clamp", free)
 	}
@@ -344,10 +234,10 @@ func TestIntegrationHooks(t *testing.T) {
 	}
 	var union seen
 	for _, tc := range cases {
-		if err := c.router.Do(func() error { return write("up0", clamp, []hook{tc.hook}) }); err != nil {
+		if err := c.Router.Do(func() error { return write("up0", clamp, []hook{tc.hook}) }); err != nil {
 			t.Fatal(err)
 		}
-		fwd, local := c.connect(t, c.client), c.connect(t, c.router)
+		fwd, local := c.Connect(t, c.Client), c.Connect(t, c.Router)
 		got := seen{Client: fwd.Opener <= clamped, Router: local.Opener <= clamped, ServerOfClient: fwd.Server <= clamped, ServerOfRouter: local.Server <= clamped}
 		dir := "arriving"
 		if tc.hook.out {
@@ -368,10 +258,10 @@ func TestIntegrationHooks(t *testing.T) {
 		t.Errorf("prerouting and postrouting together clamp %+v, not all four", union)
 	}
 	// And lowlat's table, both chains at once: every MSS at most the clamp.
-	if err := c.router.Do(func() error { return Write("up0", clamp) }); err != nil {
+	if err := c.Router.Do(func() error { return Write("up0", clamp) }); err != nil {
 		t.Fatal(err)
 	}
-	fwd, local := c.connect(t, c.client), c.connect(t, c.router)
+	fwd, local := c.Connect(t, c.Client), c.Connect(t, c.Router)
 	t.Logf("lowlat's clamp of %d: forwarded %+v, local %+v", clamp, fwd, local)
 	for _, m := range []uint32{fwd.Opener, fwd.Server, local.Opener, local.Server} {
 		if m > clamped {
