@@ -561,7 +561,7 @@ func TestIdle(t *testing.T) {
 }
 
 // One reflector out of three adds random spikes of 20–80 ms to a quarter
-// of its samples: the lower median ignores it and the rate stays near the
+// of its samples: the vote (the middle of three) ignores it and the rate stays near the
 // cap.
 func TestNoisyReflector(t *testing.T) {
 	p := policy()
