@@ -80,7 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.modules, "modules", os.Getenv("LOWLAT_VM_MODULES"), "the -kernel's /lib/modules/<release> directory ($LOWLAT_VM_MODULES)")
 	fs.StringVar(&o.outDir, "out", "", "write the files tests leave under /out (and results.txt) to this `dir`")
 	fs.StringVar(&o.workDir, "work", "", "keep binaries and the initramfs in this `dir` (default: a temporary one)")
-	fs.Var(&hostBins, "host-bin", "host programs copied into the VM with their libraries (default: /usr/sbin/ip,/usr/sbin/tc,/usr/bin/prometheus,/usr/sbin/bpftool,/usr/bin/setpriv,/usr/bin/mtr,/usr/bin/mtr-packet when installed)")
+	fs.Var(&hostBins, "host-bin", "host programs copied into the VM with their libraries (default: /usr/sbin/ip,/usr/sbin/tc,/usr/bin/prometheus,/usr/sbin/bpftool,/usr/bin/setpriv,/usr/bin/mtr,/usr/bin/mtr-packet,/usr/sbin/nft when installed)")
 	fs.Var(&env, "env", "extra `K=V` for the tests (repeatable)")
 	fs.Var(&mods, "module", "extra kernel `modules` to load (repeatable, comma-separated)")
 	fs.BoolVar(&o.quiet, "q", false, "do not stream the console; print each package's output after the run")
@@ -97,8 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.hostBins == nil {
 		// Prometheus scrapes the monitor in internal/cli's tests; bpftool
 		// shows what sock_ops left, setpriv runs lowlat as nobody; mtr (and
-		// its mtr-packet helper) is probe path's peer.
-		for _, p := range []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/prometheus", "/usr/sbin/bpftool", "/usr/bin/setpriv", "/usr/bin/mtr", "/usr/bin/mtr-packet"} {
+		// its mtr-packet helper) is probe path's peer; nft reads the MSS
+		// clamp's rules back with nftables' own decoder.
+		for _, p := range []string{"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/prometheus", "/usr/sbin/bpftool", "/usr/bin/setpriv", "/usr/bin/mtr", "/usr/bin/mtr-packet", "/usr/sbin/nft"} {
 			if _, err := os.Stat(p); err == nil {
 				o.hostBins = append(o.hostBins, p)
 			}

@@ -28,7 +28,10 @@ var DefaultModules = []string{
 	"ifb", "veth", "dummy", "tcp_bbr",
 	// The MSS clamp is an nftables table (its meta, cmp, payload, bitwise,
 	// exthdr, counter and immediate expressions are nf_tables' own).
-	"nf_tables",
+	// nf_tables needs libcrc32c, whose init needs a "crc32c" hash: its
+	// softdep names that alias, which the resolver does not look up, so
+	// the generic implementation is named here, ahead of it.
+	"crc32c_generic", "nf_tables",
 	// The socket audit and sock_ops' live-socket half list connections
 	// through inet_diag (the nagle-small-messages sock_ops variant).
 	"inet_diag", "tcp_diag",
