@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,5 +140,34 @@ func TestGuestScriptNamesTheGuestsCheckout(t *testing.T) {
 	s := guestScript("/bin/lowlat", "capped-uplink-varying", VMOptions{Variants: []string{"cake-autorate"}, CakeAutorate: guestCakeAutorate})
 	if !strings.Contains(s, "'--variant' 'cake-autorate' '--cake-autorate' '"+guestCakeAutorate+"'") {
 		t.Errorf("guest script:\n%s", s)
+	}
+}
+
+// TestMSSVariants: the MSS clamp's variants run only when named, and each
+// is its partner without the clamp plus clamp-mss=auto, required.
+func TestMSSVariants(t *testing.T) {
+	sc, err := Lookup("capped-uplink-varying")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*Variant{}
+	for i := range sc.Variants {
+		byName[sc.Variants[i].Name] = &sc.Variants[i]
+	}
+	got := sc.selected([]string{"capped-uplink-oracle", "capped-uplink-oracle-mss", "autorate-reflector", "autorate-reflector-mss"})
+	if len(got) != 5 {
+		t.Fatalf("named four: %d variants", len(got))
+	}
+	for base, mss := range map[string]string{"capped-uplink-oracle": "capped-uplink-oracle-mss", "autorate-reflector": "autorate-reflector-mss"} {
+		b, m := byName[base], byName[mss]
+		if m == nil || !m.OnlyNamed() || b.OnlyNamed() {
+			t.Fatalf("%s: %+v", mss, m)
+		}
+		if m.Fix.Sets["clamp-mss"] != "auto" || !slices.Contains(m.Fix.Require, "mss.clamp") || m.Fix.Sets["rate"] != b.Fix.Sets["rate"] || len(m.Fix.Sets) != len(b.Fix.Sets)+1 {
+			t.Errorf("%s: fix %+v, want %s's plus clamp-mss=auto", mss, m.Fix, base)
+		}
+		if m.FollowCap != b.FollowCap || (m.Autorate == nil) != (b.Autorate == nil) || m.Autorate != nil && m.Autorate.String() != b.Autorate.String() {
+			t.Errorf("%s does not run as %s does", mss, base)
+		}
 	}
 }

@@ -48,6 +48,10 @@ type Variant struct {
 	// steps: a shaper that knows the cap, the reference for one that must
 	// find it (0: the lab leaves the shaper alone).
 	FollowCap float64
+	// Named runs the variant only when it is named (--variant): an
+	// experiment beside the scenario's own variants, whose figures are for
+	// comparison, not a default run's.
+	Named bool
 	// Expect are checked against this variant's metrics.
 	Expect []Expect
 }
@@ -212,9 +216,9 @@ func (sc *Scenario) selected(names []string) []*Variant {
 	return vs
 }
 
-// OnlyNamed reports whether the variant runs only when named: it runs a
-// peer tool that lowlat does not ship.
-func (v *Variant) OnlyNamed() bool { return v.Autorate != nil && v.Autorate.Peer != "" }
+// OnlyNamed reports whether the variant runs only when named: it is marked
+// Named, or it runs a peer tool that lowlat does not ship.
+func (v *Variant) OnlyNamed() bool { return v.Named || v.Autorate != nil && v.Autorate.Peer != "" }
 
 // fixString describes a variant's change.
 func (v *Variant) fixString() string {

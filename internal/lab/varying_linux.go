@@ -244,13 +244,19 @@ func (w varyingWindow) derive(rtt *Timeline, rates [][2]float64, goodput []float
 	for i, v := range per {
 		d[fmt.Sprintf("added_p99_step%d_ms", i)] = round3(pctl(v, 0.99) - idleP50)
 	}
-	share := math.Inf(1)
+	share, sum := math.Inf(1), 0.0
 	for i, g := range goodput {
 		s := g * 1e6 / w.caps[i]
 		d[fmt.Sprintf("goodput_share_step%d", i)] = round3(s)
 		share = math.Min(share, s)
+		sum += s
 	}
 	d["goodput_share_min"] = round3(share)
+	if len(goodput) > 0 {
+		// The mean shows what a cost paid in every step takes (an MSS
+		// clamp's headers), which the worst step alone can hide.
+		d["goodput_share_mean"] = round3(sum / float64(len(goodput)))
+	}
 	if len(rates) == 0 {
 		return d
 	}
