@@ -72,8 +72,8 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 		}
 	}
 	for _, v := range sc.selected(opts.Variants) {
-		if v.OnlyNamed() {
-			if _, err := checkPeer(v.Autorate, opts.CakeAutorate); err != nil {
+		if a := v.Peer(); a != nil {
+			if _, err := checkPeer(a, opts.CakeAutorate); err != nil {
 				return nil, fmt.Errorf("lab: variant %s: %w", v.Name, err)
 			}
 		}

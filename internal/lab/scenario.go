@@ -218,7 +218,16 @@ func (sc *Scenario) selected(names []string) []*Variant {
 
 // OnlyNamed reports whether the variant runs only when named: it is marked
 // Named, or it runs a peer tool that lowlat does not ship.
-func (v *Variant) OnlyNamed() bool { return v.Named || v.Autorate != nil && v.Autorate.Peer != "" }
+func (v *Variant) OnlyNamed() bool { return v.Named || v.Peer() != nil }
+
+// Peer is the variant's run of a peer tool in lowlat autorate's place, nil
+// when it runs none.
+func (v *Variant) Peer() *AutorateRun {
+	if v.Autorate == nil || v.Autorate.Peer == "" {
+		return nil
+	}
+	return v.Autorate
+}
 
 // fixString describes a variant's change.
 func (v *Variant) fixString() string {
