@@ -161,23 +161,7 @@ type trace struct {
 // tick (to move the cap or break a signal).
 func run(t *testing.T, c *Controller, l *link, d time.Duration, change func(time.Duration, *link)) *trace {
 	t.Helper()
-	tr := &trace{}
-	start := time.Unix(1_700_000_000, 0)
-	tick := c.cfg.Tick
-	for el := time.Duration(0); el < d; el += tick {
-		if change != nil {
-			change(el, l)
-		}
-		in, qd := l.tick(start.Add(el), tick, c.Rate())
-		dec := c.Step(in)
-		tr.at = append(tr.at, el)
-		tr.rate = append(tr.rate, dec.Rate)
-		tr.cap = append(tr.cap, l.cap)
-		tr.out = append(tr.out, l.out)
-		tr.delay = append(tr.delay, qd)
-		tr.dec = append(tr.dec, dec)
-	}
-	return tr
+	return runEdited(t, c, l, d, change, nil)
 }
 
 func policy() Policy {

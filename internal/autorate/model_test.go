@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// runEdited is run (control_test.go) with edit changing each tick's input
+// runEdited is run (control_test.go) with edit (nil: none) changing each tick's input
 // before the controller sees it: a reflector that bypasses the
 // bottleneck, a reflector's clock that steps.
 func runEdited(t *testing.T, c *Controller, l *link, d time.Duration, change func(time.Duration, *link), edit func(time.Duration, *link, *Input)) *trace {
@@ -21,7 +21,9 @@ func runEdited(t *testing.T, c *Controller, l *link, d time.Duration, change fun
 			change(el, l)
 		}
 		in, qd := l.tick(start.Add(el), tick, c.Rate())
-		edit(el, l, &in)
+		if edit != nil {
+			edit(el, l, &in)
+		}
 		dec := c.Step(in)
 		tr.at = append(tr.at, el)
 		tr.rate = append(tr.rate, dec.Rate)

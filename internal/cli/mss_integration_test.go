@@ -12,10 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/lowlat/lowlat/internal/mssclamp"
 	"github.com/lowlat/lowlat/internal/testnet"
-	"golang.org/x/sys/unix"
 )
 
 // mssWorld is a router between a client and a server (testnet.Routed)
@@ -64,29 +62,6 @@ func (w *mssWorld) clamped(what string, clamp int, want bool) {
 	}
 }
 
-// foreignTable adds a table of someone else's that lowlat must leave as it
-// is: inet filter, a forward chain dropping UDP to port 9.
-func foreignTable(t *testing.T, ns *testnet.NS) {
-	t.Helper()
-	if err := ns.Do(func() error {
-		c, _ := nftables.New()
-		tb := c.AddTable(&nftables.Table{Name: "filter", Family: nftables.TableFamilyINet})
-		accept := nftables.ChainPolicyAccept
-		ch := c.AddChain(&nftables.Chain{Name: "forward", Table: tb, Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-		c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 9}},
-			&expr.Verdict{Kind: expr.VerdictDrop},
-		}})
-		return c.Flush()
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestIntegrationMSSClamp: capped-uplink with clamp-mss=auto on a router's
 // uplink clamps both a forwarded connection and the router's own, in both
 // directions, at the clamp the plan computed from the shaper's rate; status
@@ -95,7 +70,7 @@ func foreignTable(t *testing.T, ns *testnet.NS) {
 // as before, another program's table included. Bad input changes nothing.
 func TestIntegrationMSSClamp(t *testing.T) {
 	w := newMSSWorld(t)
-	foreignTable(t, w.ns)
+	w.ns.AddForeignTable(t, nil)
 	before := w.state()
 	// The shaper at 90 % of 2 Mbit/s: 900-byte frames take 4 ms.
 	const clamp = 900 - mssclamp.FrameOverhead
@@ -178,7 +153,7 @@ func TestIntegrationMSSClamp(t *testing.T) {
 // finished by the next rollback, to the ruleset as it was.
 func TestIntegrationMSSClampCrash(t *testing.T) {
 	w := newMSSWorld(t)
-	foreignTable(t, w.ns)
+	w.ns.AddForeignTable(t, nil)
 	before := w.state()
 	args := []string{"apply", "--yes", "--profile", "capped-uplink", "--set", "rate=2mbit", "--set", "clamp-mss=1200", "--iface", "up0"}
 	var res applyJSON

@@ -31,31 +31,6 @@ func needNFTables(t *testing.T, ns *testnet.NS) {
 	}
 }
 
-// foreign adds a table of someone else's (inet filter, a forward chain
-// dropping port 9 to a lowlat-like name) that a clamp must leave alone.
-func foreign(t *testing.T, ns *testnet.NS) {
-	t.Helper()
-	if err := ns.Do(func() error {
-		c, _ := nftables.New()
-		tb := c.AddTable(&nftables.Table{Name: "filter", Family: nftables.TableFamilyINet})
-		accept := nftables.ChainPolicyAccept
-		ch := c.AddChain(&nftables.Chain{Name: "forward", Table: tb, Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-		c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(9)},
-			&expr.Verdict{Kind: expr.VerdictDrop},
-		}})
-		// Another lowlat-looking table in another family: not a clamp.
-		c.AddTable(&nftables.Table{Name: Table("v0"), Family: nftables.TableFamilyIPv4})
-		return c.Flush()
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestIntegrationWriteRead: a clamp reads back as written, is replaced in
 // place, reads as unmanaged once changed by hand, and its removal leaves
 // the namespace's nftables exactly as before, foreign tables included.
@@ -63,7 +38,10 @@ func TestIntegrationWriteRead(t *testing.T) {
 	ns := testnet.New(t)
 	ns.Veth(t, "v0", "v1", nil, 1)
 	needNFTables(t, ns)
-	foreign(t, ns)
+	// Another lowlat-looking table in another family: not a clamp.
+	ns.AddForeignTable(t, func(c *nftables.Conn) {
+		c.AddTable(&nftables.Table{Name: Table("v0"), Family: nftables.TableFamilyIPv4})
+	})
 	before := ns.NFTables(t)
 
 	read := func() State {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -57,4 +59,35 @@ func (n *NS) NFTables(t testing.TB) string {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
+}
+
+// AddForeignTable adds a table that is not lowlat's, as a firewall would:
+// `inet filter` with a forward chain dropping UDP to port 9, plus the tables
+// extra makes (added to the same batch). The clamp's tests check that
+// lowlat's writes and rollbacks leave it exactly as it was.
+func (n *NS) AddForeignTable(t testing.TB, extra func(*nftables.Conn)) {
+	t.Helper()
+	if err := n.Do(func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		tb := c.AddTable(&nftables.Table{Name: "filter", Family: nftables.TableFamilyINet})
+		accept := nftables.ChainPolicyAccept
+		ch := c.AddChain(&nftables.Chain{Name: "forward", Table: tb, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+		c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 9}},
+			&expr.Verdict{Kind: expr.VerdictDrop},
+		}})
+		if extra != nil {
+			extra(c)
+		}
+		return c.Flush()
+	}); err != nil {
+		t.Fatalf("add a foreign nftables table: %v", err)
+	}
 }
