@@ -63,7 +63,41 @@ func NewRouted(t testing.TB) *Routed {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	for _, ns := range []*NS{r.Client, r.Router, r.Server} {
+		ns.awaitOperUp(t)
+	}
 	return r
+}
+
+// awaitOperUp waits (up to 5 s) until every link but lo in the namespace
+// reports operstate up. A veth reads "unknown" for a moment after its peer
+// comes up: a snapshot taken then differs from one taken later (in the VM,
+// the clamp test's "bad input changed the router" was lan1 going from
+// unknown to up), though nothing changed it.
+func (n *NS) awaitOperUp(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var down []string
+		if err := n.Do(func() error {
+			ls, err := netlink.LinkList()
+			for _, l := range ls {
+				if a := l.Attrs(); a.Name != "lo" && a.OperState != netlink.OperUp {
+					down = append(down, a.Name+" "+a.OperState.String())
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(down) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("links not up after 5 s: %v", down)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // MSS is both ends' snd_mss (tcp_info) of one connection: what the end
