@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -29,6 +30,27 @@ import (
 type arWorld struct {
 	*world
 	peer *testnet.NS
+}
+
+// startAutorate starts `lowlat autorate ARGS` in the world's namespace on
+// its journal: its stderr (and its stdout, when stdout is nil) in the
+// returned log, exited receiving its end.
+func (w *arWorld) startAutorate(t *testing.T, stdout *testnet.Log, args ...string) (*exec.Cmd, *testnet.Log, chan error) {
+	t.Helper()
+	bin, _ := lowlatBin()
+	cmd := w.ns.Command(bin, append([]string{"autorate"}, args...)...)
+	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
+	logb := &testnet.Log{}
+	if stdout == nil {
+		stdout = logb
+	}
+	cmd.Stderr, cmd.Stdout = logb, stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, logb, exited
 }
 
 func newARWorld(t *testing.T) *arWorld {
@@ -210,16 +232,8 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 	w.mustRun(cappedOnly...)
 	base := w.shaper().RateBps
 
-	bin, _ := lowlatBin()
-	cmd := w.ns.Command(bin, "autorate", "--iface", "ar0", "--reflector", "10.78.0.2:7500", "--min", "1mbit", "--max", "6mbit")
-	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
-	var logb, outb testnet.Log
-	cmd.Stderr, cmd.Stdout = &logb, &outb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var outb testnet.Log
+	cmd, logb, exited := w.startAutorate(t, &outb, "--iface", "ar0", "--reflector", "10.78.0.2:7500", "--min", "1mbit", "--max", "6mbit")
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		select {
@@ -227,7 +241,7 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	})
-	st := waitState(t, "ar0", exited, &logb)
+	st := waitState(t, "ar0", exited, logb)
 	if st.Kind != w.shaper().Kind || st.RateBps != base {
 		t.Errorf("state at start: %+v, want kind %s at base %d", st, w.shaper().Kind, base)
 	}
@@ -277,7 +291,7 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 
 	// SIGTERM: back to base; the policy stays journaled.
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	waitExit(t, exited, &logb)
+	waitExit(t, exited, logb)
 	if !strings.Contains(logb.String(), "stop: shaper back to base") || w.shaper().RateBps != base {
 		t.Errorf("after SIGTERM the rate is %d, want base %d\n%s", w.shaper().RateBps, base, logb.String())
 	}
@@ -288,6 +302,7 @@ func TestIntegrationAutorateLoop(t *testing.T) {
 	}
 
 	// As lowlat-autorate@ar0.service runs it: from the journaled policy.
+	bin, _ := lowlatBin()
 	cmd2 := w.ns.Command(bin, "autorate", "--iface", "ar0", "--policy")
 	var log2 testnet.Log
 	cmd2.Stderr, cmd2.Stdout = &log2, &log2
@@ -336,17 +351,8 @@ func TestIntegrationAutorateDryRun(t *testing.T) {
 	w := newARWorld(t)
 	removeAutorateFiles(t, "ar0")
 	before := w.rootQdisc()
-	bin, _ := lowlatBin()
-	cmd := w.ns.Command(bin, "autorate", "--iface", "ar0", "--reflector", "10.78.0.2:7500", "--base", "2mbit", "--dry-run")
-	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
-	var logb testnet.Log
-	cmd.Stderr, cmd.Stdout = &logb, &logb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	st := waitState(t, "ar0", exited, &logb)
+	cmd, logb, exited := w.startAutorate(t, nil, "--iface", "ar0", "--reflector", "10.78.0.2:7500", "--base", "2mbit", "--dry-run")
+	st := waitState(t, "ar0", exited, logb)
 	if !st.DryRun || st.Kind != "none" {
 		t.Errorf("state %+v: want a dry run without a shaper", st)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/lowlat/lowlat/internal/autorate"
 	"github.com/lowlat/lowlat/internal/probe"
-	"github.com/lowlat/lowlat/internal/testnet"
 )
 
 // TestIntegrationAutorateReflectorPool: four candidates, two active. The
@@ -35,22 +34,13 @@ func TestIntegrationAutorateReflectorPool(t *testing.T) {
 		t.Cleanup(stop[port])
 	}
 	const dead, a, b, spare = "10.78.0.2:7599", "10.78.0.2:7501", "10.78.0.2:7502", "10.78.0.2:7500"
-	bin, _ := lowlatBin()
-	cmd := w.ns.Command(bin, "autorate", "--iface", "ar0", "--base", "2mbit", "--dry-run", "--passive=false",
+	cmd, logb, exited := w.startAutorate(t, nil, "--iface", "ar0", "--base", "2mbit", "--dry-run", "--passive=false",
 		"--reflector", dead, "--reflector", a, "--reflector", b, "--reflector", spare, "--active-reflectors", "2")
-	cmd.Env = append(cmd.Env, "LOWLAT_JOURNAL="+w.journal)
-	var logb testnet.Log
-	cmd.Stderr, cmd.Stdout = &logb, &logb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		waitExit(t, exited, &logb)
+		waitExit(t, exited, logb)
 	})
-	waitState(t, "ar0", exited, &logb)
+	waitState(t, "ar0", exited, logb)
 	if got, want := waitReflectors(t), []string{a, b}; !slices.Equal(got, want) {
 		t.Errorf("active at start %v, want %v (the first two that answered)\n%s", got, want, logb.String())
 	}
