@@ -373,7 +373,9 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 	var results []canary.MetricResult
 	for _, m := range req.metrics {
 		pair := j.series[m.Name()]
-		r := canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts), hostsOf(pair[1], j.Control.Hosts), canary.DefaultRules)
+		rules := canary.DefaultRules
+		rules.Family = len(req.metrics)
+		r := canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts), hostsOf(pair[1], j.Control.Hosts), rules)
 		judged, results = append(judged, m.Judge), append(results, r)
 		j.Metrics = append(j.Metrics, metricResult{
 			Metric: r.Metric, Class: r.Class, Why: r.Why, CanaryHosts: r.Canary, ControlHosts: r.Control, Baseline: r.Baseline,
@@ -381,7 +383,7 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 			CanaryMedian: num(r.CanaryMedian), ControlMedian: num(r.ControlMedian), Unit: m.Unit, raw: r,
 		})
 	}
-	v := canary.Combine(judged, results)
+	v := canary.Combine(judged, results, nil, nil)
 	j.Verdict, j.Score = v.Class, v.Score
 	// The verdict's line: the first metric of the verdict's class, or
 	// every metric's effect when all passed.
@@ -430,7 +432,7 @@ func hostsOf(s canaryprom.Series, hosts []string) []canary.Host {
 				after[i] = math.NaN()
 			}
 		}
-		out = append(out, canary.Host{Name: h, After: after, Before: before})
+		out = append(out, canary.Single(h, after, before))
 	}
 	return out
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lowlat/lowlat/internal/atomicfile"
-	"github.com/lowlat/lowlat/internal/canary"
 	"github.com/lowlat/lowlat/internal/canaryprom"
 	"github.com/lowlat/lowlat/internal/report"
 )
@@ -34,7 +33,7 @@ func writeJudgementHTML(path string, j *judgement) error {
 		ID: "verdict", Title: "Verdict", Badge: strings.ToUpper(string(j.Verdict)), BadgeStyle: classStyle(j.Verdict),
 		Paragraphs: []string{j.Why},
 		Facts: [][2]string{
-			{"score", fmt.Sprintf("%.1f (pass at %.0f, fail under %.0f)", j.Score, canary.PassScore, canary.MarginalScore)},
+			{"score", fmt.Sprintf("%.1f (the weighted share of metrics that passed; the most severe metric decides the verdict)", j.Score)},
 			{"canary", fmt.Sprintf("{%s}: %s", j.Canary.Selector, hostList(j.Canary.Hosts))},
 			{"control", fmt.Sprintf("{%s}: %s", j.Control.Selector, hostList(j.Control.Hosts))},
 		},
