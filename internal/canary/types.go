@@ -181,6 +181,7 @@ type MetricResult struct {
 	Hosts []HostNumber `json:"hosts"`
 
 	controlMean float64 // the control's mean number, for Hosts
+	cmp         compare
 }
 
 func nanResult(m Metric, canary, control int) MetricResult {
