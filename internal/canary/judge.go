@@ -332,8 +332,10 @@ type partStats struct {
 	denAfter       float64 // the window's denominators (counts)
 	denBefore      float64
 	numAfter       float64
-	oneBucket      bool // every value of both windows inside one bucket
-	bucketLo, upTo float64
+	// inBucket and inBucketBoth: every value of the window (and of the
+	// window before) lies inside one classic bucket, [bucketLo, upTo].
+	inBucket, inBucketBoth bool
+	bucketLo, upTo         float64
 }
 
 // hostStats is one host, reduced.
@@ -469,7 +471,10 @@ func reduce(h Host, canary bool, m Metric, r Rules) *hostStats {
 			}
 		}
 		if p.Buckets != nil {
-			ps.oneBucket, ps.bucketLo, ps.upTo = oneBucket(p.Buckets, after, before, ps.hasBefore)
+			ps.inBucket, ps.bucketLo, ps.upTo = oneBucket(p.Buckets, after, nil, false)
+			if ps.hasBefore {
+				ps.inBucketBoth, _, _ = oneBucket(p.Buckets, after, before, true)
+			}
 		}
 		hs.parts = append(hs.parts, ps)
 	}
@@ -590,16 +595,19 @@ func oneBucket(bounds, after, before []float64, withBefore bool) (bool, float64,
 // moved by up to the bucket's width (2x for lowlat's) and read 0 %.
 func resolution(m Metric, canary []*hostStats, baseline bool) string {
 	for _, h := range canary {
+		// Against its own window before, a move across buckets between
+		// the windows is seen; without, only the window's level counts.
+		both := baseline && h.baseline
 		blind := len(h.parts) > 0
 		for _, p := range h.parts {
-			blind = blind && p.oneBucket
+			blind = blind && ((both && p.inBucketBoth) || (!both && p.inBucket))
 		}
 		if !blind {
 			continue
 		}
 		p := h.parts[0]
 		windows := "in the window"
-		if baseline && h.baseline {
+		if both {
 			windows = "in both windows"
 		}
 		return fmt.Sprintf("canary host %s's %s stayed inside one classic histogram bucket (%s to %s) %s: a move inside it does not show (native histograms resolve it)", h.name, m.Name, formatBound(p.bucketLo), formatBound(p.upTo), windows)

@@ -305,6 +305,21 @@ func TestOneBucketIsInconclusive(t *testing.T) {
 	if r.Class != Inconclusive || r.Resolution == "" || !strings.Contains(r.Why, "one classic histogram bucket") {
 		t.Errorf("a canary moving 0.9 -> 1.5 ms inside one bucket: %s (%s), want inconclusive for the buckets' resolution", r.Class, r.Why)
 	}
+	// Without windows before for the control (levels compared), a canary
+	// host inside one bucket in the window is blind, however its own
+	// window before read.
+	for i := range c {
+		c[i] = host(c[i].Name, 0.0004, 0.0015, 0.01)
+	}
+	var noBefore []Host
+	for _, h := range ctl {
+		h.Parts = []Part{h.Parts[0]}
+		h.Parts[0].Before = nil
+		noBefore = append(noBefore, h)
+	}
+	if r := JudgeMetric(p99, c, noBefore, DefaultRules); r.Class != Inconclusive || r.Resolution == "" || !strings.Contains(r.Why, "in the window") {
+		t.Errorf("no baselines, a canary inside one bucket: %s (%s), want inconclusive for the buckets' resolution", r.Class, r.Why)
+	}
 	// Across a bucket edge the move shows.
 	c = c[:0]
 	for i := range 4 {
