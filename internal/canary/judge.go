@@ -324,14 +324,14 @@ func xsAfter(hs []*hostStats) []float64 {
 
 // partStats is one part of a host, reduced.
 type partStats struct {
-	key            string
-	after, before  float64 // the windows' values on the compared scale
-	hasBefore      bool
-	counts         bool
-	pAfter         float64 // the window's ratio (counts)
-	denAfter       float64 // the window's denominators (counts)
-	denBefore      float64
-	numAfter       float64
+	key           string
+	after, before float64 // the windows' values on the compared scale
+	hasBefore     bool
+	counts        bool
+	pAfter        float64 // the window's ratio (counts)
+	denAfter      float64 // the window's denominators (counts)
+	denBefore     float64
+	numAfter      float64
 	// inBucket and inBucketBoth: every value of the window (and of the
 	// window before) lies inside one classic bucket, [bucketLo, upTo].
 	inBucket, inBucketBoth bool
