@@ -467,29 +467,40 @@ func finite(ss []sample) int {
 	return n
 }
 
-// dashboardSVG draws four of the dashboard's panels from the same queries
-// over the test's run, with internal/report's charts, into one SVG file:
-// the picture docs show, captioned as what it is (not Grafana's rendering).
-// Range queries step every 2 s; $__rate_interval is 10 s, Grafana's
-// max(4 × scrape interval, step + scrape interval) for a 1 s scrape at a
-// finer step than a browser's.
+// dashboardSVG draws the four per-host panels of the dashboard's canary
+// row from the same queries over the test's run, with internal/report's
+// charts, into one SVG file: the picture docs show, captioned as what it
+// is (not Grafana's rendering). The target variable holds r and edge, as
+// a user picks two targets, so each chart's legend stays readable; the
+// canary's hosts are drawn in shades of orange and the control's in blue,
+// as the dashboard colours them. Range queries step every 2 s;
+// $__rate_interval is 10 s, Grafana's max(4 × scrape interval, step +
+// scrape interval) for a 1 s scrape at a finer step than a browser's.
 func dashboardSVG(t *testing.T, w *monitorWorld, prom string, vars map[string]string, from, to time.Time, path string) {
 	t.Helper()
 	vars = maps.Clone(vars)
 	vars["__rate_interval"] = "10s"
+	vars["target"] = "r|edge"
 	panels := []struct {
 		title, unit string
 		scale       float64
 	}{
 		{"RTT p99 per host and target: canary against control", "ms", 1e3},
 		{"Loss per host and target: canary against control", "%", 100},
-		{"Egress queueing p50 / p99 per device", "µs", 1e6},
-		{"TCP RTT p50 / p99 per port", "ms", 1e3},
+		{"Egress queueing p99 per host and device: canary against control", "µs", 1e6},
+		{"TCP RTT p99 per host and port: canary against control", "ms", 1e3},
+	}
+	// ColorBrewer's Oranges and Blues, darkest first: the shades Grafana
+	// draws a group's lines in.
+	shades := map[string][]string{
+		"canary":  {"#a63603", "#e6550d", "#fd8d3c", "#fdae6b"},
+		"control": {"#08519c", "#3182bd", "#6baed6", "#9ecae1"},
 	}
 	legendVar := regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
 	var charts []string
 	for _, p := range panels {
-		c := report.Chart{Title: p.title, XLabel: "seconds before the end of the run", YLabel: p.unit, XMax: 0, Width: 640, Height: 300}
+		group := map[string]string{} // series name: its group
+		c := report.Chart{Title: p.title, XLabel: "seconds before the end of the run", YLabel: p.unit, XMax: 0, Width: 1280, Height: 300}
 		for _, q := range dashboard.Queries() {
 			if q.Panel != p.title {
 				continue
@@ -516,25 +527,33 @@ func dashboardSVG(t *testing.T, w *monitorWorld, prom string, vars map[string]st
 					}
 					pts = append(pts, [2]float64{ts - float64(to.Unix()), y * p.scale})
 				}
-				c.Series = append(c.Series, report.Series{Name: name, Points: pts, Breaks: true, Color: report.Palette(len(c.Series))})
+				if !slices.ContainsFunc(pts, func(p [2]float64) bool { return !math.IsNaN(p[1]) }) {
+					continue // no value at all (control's dead edge): no line
+				}
+				group[name] = q.Group
+				c.Series = append(c.Series, report.Series{Name: name, Points: pts, Breaks: true})
 			}
 		}
 		sort.Slice(c.Series, func(i, j int) bool { return c.Series[i].Name < c.Series[j].Name })
-		for i := range c.Series {
-			c.Series[i].Color = report.Palette(i)
+		n := map[string]int{}
+		for i, sr := range c.Series {
+			g := group[sr.Name]
+			c.Series[i].Color = shades[g][n[g]%len(shades[g])]
+			n[g]++
 		}
 		charts = append(charts, c.SVG())
 	}
-	const caption = "lowlat fleet dashboard (deploy/grafana/lowlat.json): four of its panels, drawn by lowlat's report package from the dashboard's queries, not Grafana's rendering"
+	const caption = "lowlat fleet dashboard (deploy/grafana/lowlat.json): its canary row per host, targets r and edge, drawn by lowlat's report package from the dashboard's queries, not Grafana's rendering"
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1290 650" width="1290" height="650" font-family="system-ui,sans-serif">`+"\n")
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1290 1250" width="1290" height="1250" font-family="system-ui,sans-serif">`+"\n")
 	// The report page's chart styles, which Chart.SVG's classes expect.
 	b.WriteString(`<style>.ct{font-size:13px;font-weight:600;fill:#1b1f24}.tx{font-size:11px;fill:#5b6570;text-anchor:middle}.ty{font-size:11px;fill:#5b6570;text-anchor:end}.xl,.yl{font-size:12px;fill:#1b1f24;text-anchor:middle}.lg{font-size:12px;fill:#1b1f24}.grid{stroke:#e6eaef;stroke-width:1}.frame{fill:none;stroke:#aab4be;stroke-width:1}.lost{stroke:#cf222e;stroke-width:1.6;fill:none}</style>` + "\n")
-	b.WriteString(`<rect width="1290" height="650" fill="#fff"/>` + "\n")
+	b.WriteString(`<rect width="1290" height="1250" fill="#fff"/>` + "\n")
 	for i, c := range charts {
-		fmt.Fprintf(&b, `<g transform="translate(%d %d)">%s</g>`+"\n", 5+(i%2)*645, 5+(i/2)*305, c)
+		// One a row: the legends name each host, wide.
+		fmt.Fprintf(&b, `<g transform="translate(5 %d)">%s</g>`+"\n", 5+i*305, c)
 	}
-	fmt.Fprintf(&b, `<text x="645" y="638" font-size="13" fill="#5b6570" text-anchor="middle">%s</text>`+"\n</svg>\n", caption)
+	fmt.Fprintf(&b, `<text x="645" y="1238" font-size="13" fill="#5b6570" text-anchor="middle">%s</text>`+"\n</svg>\n", caption)
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
