@@ -116,7 +116,8 @@ func hostsIn(sel string) string {
 
 // canaryPanels is the canary row: each host of each group its own series,
 // never a group's hosts pooled, since the judge compares hosts, each host
-// one number, and does not judge a quantile pooled over a group.
+// one number; in a quantile pooled over a group one bad host hides among
+// the rest.
 func canaryPanels() []panel {
 	probe := func(metric string) func(string) string {
 		return func(sel string) string {
