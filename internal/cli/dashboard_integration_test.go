@@ -338,6 +338,19 @@ func TestIntegrationDashboardQueries(t *testing.T) {
 			t.Errorf("panel %q: %v", p, err)
 		}
 	}
+	// A host label no series has, and regexes that match "": no host, not
+	// every series pooled under an empty one.
+	nohost := maps.Clone(all)
+	nohost["host_label"], nohost["canary_instances"], nohost["control_instances"] = "nohost", ".*", ""
+	for _, q := range queries {
+		if q.Row != dashboard.CanaryRow || q.Panel == "Hosts per group" {
+			continue
+		}
+		e := dashboard.Substitute(q.Expr, nohost)
+		if s, err := w.dashQuery(prom, e); err != nil || len(s) != 0 {
+			t.Errorf("%s %s by a label no series has: %d series %v, want none\n%s", q.Panel, q.RefID, len(s), err, e)
+		}
+	}
 	// A control regex that takes in a canary host too: the judge calls
 	// that inconclusive, and Hosts per group shows the host in both.
 	overlap := maps.Clone(all)

@@ -89,9 +89,11 @@ var groups = []group{
 
 // sel selects the group's hosts as the judge's selector does,
 // host_label=~"REGEX"; neither job nor instance narrows it, so the panels
-// hold the hosts the judge compared.
+// hold the hosts the judge compared. A series without the host label is no
+// host's (the judge skips it too): the regex alone would take in every
+// such series where it matches "" (empty, .*) and pool them as one.
 func (g group) sel() string {
-	return host + `=~"$` + g.variable + `"`
+	return host + `=~"$` + g.variable + `", ` + host + `!=""`
 }
 
 // versus makes a canary-row panel's queries: expr over each group's

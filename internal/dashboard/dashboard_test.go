@@ -271,12 +271,15 @@ func TestCanaryRowPerHost(t *testing.T) {
 			reads := map[string]bool{}
 			for _, m := range sels {
 				var g string
+				hosts := false // a series without the host label is no host's
 				for _, matcher := range strings.Split(m[1], ", ") {
 					switch {
 					case matcher == groupMatcher["canary"]:
 						g = "canary"
 					case matcher == groupMatcher["control"]:
 						g = "control"
+					case matcher == host+`!=""`:
+						hosts = true
 					case matcher == `target=~"$target"`:
 					default:
 						t.Errorf("%s %s: %s narrows the group (want only the group's %s and target): %s", p.Title, tg.RefID, matcher, host, tg.Expr)
@@ -284,6 +287,9 @@ func TestCanaryRowPerHost(t *testing.T) {
 				}
 				if g == "" {
 					t.Errorf("%s %s: %s selects no group by its regex of %s", p.Title, tg.RefID, m[0], host)
+				}
+				if !hosts {
+					t.Errorf("%s %s: %s takes series without %s (where the regex matches \"\")", p.Title, tg.RefID, m[0], host)
 				}
 				reads[g] = true
 			}
