@@ -38,6 +38,11 @@ type Query struct {
 	Legend string
 	// Instant is set for table panels, which show the latest value.
 	Instant bool
+	// Row is the title of the row the panel is in.
+	Row string
+	// Group is the side of the canary comparison the query reads, canary
+	// or control; empty for a query of neither or of both.
+	Group string
 }
 
 // Variable names, referenced by the queries.
@@ -46,9 +51,13 @@ const (
 	VarJob        = "job"
 	VarInstance   = "instance"
 	VarTarget     = "target"
-	VarGroupLabel = "group_label"
-	VarCanary     = "canary"
-	VarControl    = "control"
+	// The canary comparison's hosts, as the canary playbook selects them
+	// for 'lowlat canary judge': the label whose values are the hosts
+	// (the judge's --host-label), and a regex of its values for each group
+	// (host_label=~"canary_instances").
+	VarHostLabel        = "host_label"
+	VarCanaryInstances  = "canary_instances"
+	VarControlInstances = "control_instances"
 )
 
 // Selectors shared by the panels.
@@ -58,11 +67,91 @@ const (
 	rate     = "[$__rate_interval]"
 )
 
-// groupSel selects one group of hosts (canary or control) by the label the
-// group_label variable names; the instance variable does not narrow it, so
-// the comparison always holds the whole group.
-func groupSel(group string) string {
-	return `job=~"$job", $group_label="$` + group + `"`
+// CanaryRow is the title of the row that compares the canary hosts with
+// the control hosts.
+const CanaryRow = "Canary against control"
+
+// host is the label that names a host in the canary row, as the judge's
+// --host-label does.
+const host = "$" + VarHostLabel
+
+// group is one side of the canary comparison.
+type group struct {
+	name     string // canary or control, as the legends and Query.Group say
+	variable string // the textbox that holds the regex of its hosts
+	color    string // the Grafana colour its hosts' lines are shades of
+}
+
+var groups = []group{
+	{name: "canary", variable: VarCanaryInstances, color: "orange"},
+	{name: "control", variable: VarControlInstances, color: "blue"},
+}
+
+// sel selects the group's hosts as the judge's selector does,
+// host_label=~"REGEX"; neither job nor instance narrows it, so the panels
+// hold the hosts the judge compared. A series without the host label is no
+// host's (the judge skips it too): the regex alone would take in every
+// such series where it matches "" (empty, .*) and pool them as one.
+func (g group) sel() string {
+	return host + `=~"$` + g.variable + `", ` + host + `!=""`
+}
+
+// versus makes a canary-row panel's queries: expr over each group's
+// selector, the canary's first, each legend led by the group's name.
+func versus(expr func(sel string) string, legend string) []Query {
+	var pairs []string
+	for _, g := range groups {
+		pairs = append(pairs, expr(g.sel()), g.name+" "+legend)
+	}
+	qs := q(pairs...)
+	for i := range qs {
+		qs[i].Group = groups[i].name
+	}
+	return qs
+}
+
+// hostsIn counts the hosts that sel selects by the monitors' build info,
+// which every monitor exports whatever it measures.
+func hostsIn(sel string) string {
+	return `count by (` + host + `) (lowlat_build_info{` + sel + `})`
+}
+
+// canaryPanels is the canary row: each host of each group its own series,
+// never a group's hosts pooled, since the judge compares hosts, each host
+// one number; in a quantile pooled over a group one bad host hides among
+// the rest.
+func canaryPanels() []panel {
+	probe := func(metric string) func(string) string {
+		return func(sel string) string {
+			return quantile("0.99", metric, sel+`, target=~"$target"`, host+", target")
+		}
+	}
+	own := func(metric, by string) func(string) string {
+		return func(sel string) string { return quantile("0.99", metric, sel, host+", "+by) }
+	}
+	hosts := versus(func(sel string) string { return `count(` + hostsIn(sel) + `)` }, "hosts")
+	hosts = append(hosts, Query{RefID: string(rune('A' + len(hosts))), Legend: "in both groups",
+		Expr: `count(` + hostsIn(groups[0].sel()) + ` and ` + hostsIn(groups[1].sel()) + `) or vector(0)`})
+	perHost := "{{" + host + "}}"
+	return []panel{
+		{title: "RTT p99 per host and target: canary against control", unit: "s", w: 9, h: 9,
+			desc: "Each host's own p99 to each target, one line a host and target: canary hosts in shades of orange, control hosts in blue. " +
+				"The groups are the hosts whose $host_label matches the regexes in canary_instances and control_instances, as the canary playbook prints them. " +
+				"'lowlat canary judge' reduces each host to one number and compares the hosts (its targets summed unless its selectors name one); it gives the verdict, this shows the hosts it compared.",
+			queries: versus(probe("lowlat_probe_rtt_seconds"), perHost+" {{target}}")},
+		{title: "Loss per host and target: canary against control", unit: "percentunit", w: 9, h: 9,
+			desc:    "Each host's lost over sent probes to each target: canary hosts in shades of orange, control hosts in blue.",
+			queries: versus(func(sel string) string { return lossRatio(sel+`, target=~"$target"`, host+", target") }, perHost+" {{target}}")},
+		{title: "Hosts per group", w: 6, h: 9, kind: statKind,
+			desc:    "Hosts are the unit of the comparison: a group of one host is not a population. A host in both groups makes the judge's verdict inconclusive.",
+			queries: hosts},
+		{title: "Egress queueing p99 per host and device: canary against control", unit: "s", w: 12, h: 8,
+			desc:    "The hosts' own packets ([passive] in the monitor's config): time in each device's queueing layer, one line a host and device; canary in orange, control in blue.",
+			queries: versus(own("lowlat_host_egress_queue_seconds", "device"), perHost+" egress {{device}}")},
+		{title: "TCP RTT p99 per host and port: canary against control", unit: "s", w: 12, h: 8,
+			desc:    "The kernel's RTT samples of the hosts' real ACKs ([passive]), one line a host and port; canary in orange, control in blue.",
+			queries: versus(own("lowlat_tcp_rtt_seconds", "port"), perHost+" tcp rtt {{port}}")},
+	}
 }
 
 // quantile is histogram_quantile over the classic buckets of metric,
@@ -152,26 +241,7 @@ func layout() []row {
 				desc:    "crr targets: connect start to the first response byte.",
 				queries: quantiles("lowlat_probe_first_byte_seconds", probeSel, "target", "{{target}}", "50", "99")},
 		}},
-		{title: "Canary against control", panels: []panel{
-			{title: "RTT p99: canary against control", unit: "s", w: 9, h: 9,
-				desc: "The p99 of each group's probes pooled, per target; the groups are the hosts whose $group_label label is $canary and $control (set in Prometheus's scrape config). 'lowlat canary judge' gives the verdict; this shows it.",
-				queries: q(quantile("0.99", "lowlat_probe_rtt_seconds", groupSel(VarCanary)+`, target=~"$target"`, "target"), "$canary {{target}}",
-					quantile("0.99", "lowlat_probe_rtt_seconds", groupSel(VarControl)+`, target=~"$target"`, "target"), "$control {{target}}")},
-			{title: "Loss: canary against control", unit: "percentunit", w: 9, h: 9,
-				desc: "Each group's lost over sent probes, per target.",
-				queries: q(lossRatio(groupSel(VarCanary)+`, target=~"$target"`, "target"), "$canary {{target}}",
-					lossRatio(groupSel(VarControl)+`, target=~"$target"`, "target"), "$control {{target}}")},
-			{title: "Hosts per group", w: 6, h: 9, kind: statKind,
-				desc: "Hosts are the unit of the comparison: a group of one host is not a population.",
-				queries: q(`count(count by (instance) (lowlat_build_info{`+groupSel(VarCanary)+`}))`, "$canary",
-					`count(count by (instance) (lowlat_build_info{`+groupSel(VarControl)+`}))`, "$control")},
-			{title: "Real traffic p99: canary against control", unit: "s", w: 24, h: 8,
-				desc: "The hosts' own packets ([passive] in the monitor's config): egress queueing and the kernel's TCP RTT samples, p99 per group.",
-				queries: q(quantile("0.99", "lowlat_host_egress_queue_seconds", groupSel(VarCanary), "device"), "$canary egress {{device}}",
-					quantile("0.99", "lowlat_host_egress_queue_seconds", groupSel(VarControl), "device"), "$control egress {{device}}",
-					quantile("0.99", "lowlat_tcp_rtt_seconds", groupSel(VarCanary), "port"), "$canary tcp rtt {{port}}",
-					quantile("0.99", "lowlat_tcp_rtt_seconds", groupSel(VarControl), "port"), "$control tcp rtt {{port}}")},
-		}},
+		{title: CanaryRow, panels: canaryPanels()},
 		{title: "Host state: findings, drift, transactions", panels: []panel{
 			{title: "Doctor findings", kind: tableKind, w: 12, h: 8,
 				desc:    "Doctor findings that hold now, per host ('lowlat doctor' on the host gives the evidence and the fix).",
@@ -225,7 +295,7 @@ func Queries() []Query {
 	for _, r := range layout() {
 		for _, p := range r.panels {
 			for _, qq := range p.queries {
-				qq.Panel = p.title
+				qq.Panel, qq.Row = p.title, r.title
 				out = append(out, qq)
 			}
 		}
@@ -255,6 +325,27 @@ var hideColumns = dashboard.DataTransformerConfig{Id: "organize", Options: map[s
 	"excludeByName": map[string]bool{"Time": true, "__name__": true, "job": true},
 }}
 
+// overrider is what grafana-foundation-sdk's panel builders share for
+// field overrides.
+type overrider[B any] interface {
+	OverrideByQuery(refID string, properties []dashboard.DynamicConfigValue) B
+}
+
+// groupColors colours each query of a canary group in shades of the
+// group's colour, so the canary's hosts read as one family of lines and
+// the control's as another.
+func groupColors[B overrider[B]](b B, qs []Query) B {
+	for _, qq := range qs {
+		for _, g := range groups {
+			if qq.Group == g.name {
+				b = b.OverrideByQuery(qq.RefID, []dashboard.DynamicConfigValue{{Id: "color",
+					Value: dashboard.FieldColor{Mode: dashboard.FieldColorModeIdShades, FixedColor: ptr(g.color)}}})
+			}
+		}
+	}
+	return b
+}
+
 func build(p panel, id uint32) cog.Builder[dashboard.Panel] {
 	switch p.kind {
 	case tableKind:
@@ -273,7 +364,7 @@ func build(p panel, id uint32) cog.Builder[dashboard.Panel] {
 		for _, qq := range p.queries {
 			b = b.WithTarget(target(qq))
 		}
-		return b
+		return groupColors(b, p.queries)
 	}
 	b := timeseries.NewPanelBuilder().Id(id).Title(p.title).Description(p.desc).Datasource(datasource).
 		Span(p.w).Height(p.h).
@@ -288,7 +379,7 @@ func build(p panel, id uint32) cog.Builder[dashboard.Panel] {
 	for _, qq := range p.queries {
 		b = b.WithTarget(target(qq))
 	}
-	return b
+	return groupColors(b, p.queries)
 }
 
 func textbox(name, label, def, desc string) *dashboard.TextBoxVariableBuilder {
@@ -316,9 +407,9 @@ func Build() (dashboard.Dashboard, error) {
 		WithVariable(labelValues(VarJob, "job", `label_values(lowlat_build_info, job)`, "Scrape jobs of lowlat monitors.")).
 		WithVariable(labelValues(VarInstance, "instance", `label_values(lowlat_build_info{job=~"$job"}, instance)`, "Monitors (hosts); a row per selected host repeats at the bottom.")).
 		WithVariable(labelValues(VarTarget, "target", `label_values(lowlat_probe_sent_total{job=~"$job", instance=~"$instance"}, target)`, "Probe targets, by the monitor's target name.")).
-		WithVariable(textbox(VarGroupLabel, "group label", "group", "The label that puts a host in the canary or the control group (added in Prometheus's scrape config).")).
-		WithVariable(textbox(VarCanary, "canary", "canary", "The group label's value on canary hosts.")).
-		WithVariable(textbox(VarControl, "control", "control", "The group label's value on control hosts."))
+		WithVariable(textbox(VarHostLabel, "host label", "instance", "The label whose values are the hosts of the canary comparison: the judge's --host-label (the playbook's lowlat_prometheus_host_label), instance unless you changed it.")).
+		WithVariable(textbox(VarCanaryInstances, "canary instances", "", `A regex of the canary hosts' host-label values, as the canary playbook prints it: 10\.0\.0\.1:9431|10\.0\.0\.2:9431 (the regex itself, with one backslash; Grafana doubles it for PromQL's string). Empty: the panels show no canary host.`)).
+		WithVariable(textbox(VarControlInstances, "control instances", "", `A regex of the control hosts' host-label values, as the canary playbook prints it. Empty: the panels show no control host.`))
 	id := uint32(0)
 	for _, r := range layout() {
 		id++
@@ -363,13 +454,26 @@ func JSON() ([]byte, error) {
 
 // Substitute replaces the dashboard's template variables in expr with the
 // values of vars, keyed by name without the '$' ("__rate_interval",
-// "instance", ...), as Grafana does before it sends a query; multi-value
-// variables take a regex (".*" for All). A test can then run the query
-// itself. No variable's name is a prefix of another's.
+// "instance", ...), as Grafana does before it sends a query: multi-value
+// variables take the regex Grafana makes of the selection (".*" for All),
+// textboxes the text typed into them, which Substitute escapes as Grafana
+// does (textboxEscape). A test can then run the query itself. No
+// variable's name is a prefix of another's.
 func Substitute(expr string, vars map[string]string) string {
 	var pairs []string
-	for _, n := range []string{"__rate_interval", VarJob, VarInstance, VarTarget, VarGroupLabel, VarCanary, VarControl} {
+	for _, n := range []string{"__rate_interval", VarJob, VarInstance, VarTarget} {
 		pairs = append(pairs, "$"+n, vars[n])
+	}
+	for _, n := range []string{VarHostLabel, VarCanaryInstances, VarControlInstances} {
+		pairs = append(pairs, "$"+n, textboxEscape.Replace(vars[n]))
 	}
 	return strings.NewReplacer(pairs...).Replace(expr)
 }
+
+// textboxEscape is what Grafana's Prometheus data source does to a
+// single-value variable (a textbox) in a query: each backslash becomes two
+// and a ' becomes \\' (interpolateQueryExpr and prometheusRegularEscape in
+// @grafana/prometheus, escaping.ts). So the regex 10\.0\.0\.1:9431, typed
+// with one backslash, reaches PromQL as the string "10\\.0\\.0\\.1:9431",
+// which is that regex again.
+var textboxEscape = strings.NewReplacer(`\`, `\\`, `'`, `\\'`)
