@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
+	"sync"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -16,15 +16,27 @@ import (
 // of the groups' means is judged by two one-sided bounds at
 // r.Alpha/r.Family:
 //
-//   - Lo = d − t·se, with se from the control group's spread alone
-//     (df = control hosts − 1): under "the canary is like the control"
-//     that is Student's test exactly, and no canary host can lower Lo by
-//     being worse. Lo above the tolerance is a fail; above 0, marginal.
-//   - Hi = d + t·se', with se' adding the canary's own spread on the
-//     harmful side (its hosts' excess over the control's mean; Welch's
-//     degrees of freedom): a canary whose hosts split into much better and
-//     much worse cannot pass on its mean. Hi at or past Bound times the
-//     tolerance is inconclusive; under it, a pass.
+//   - Lo, Student's pooled two-sample bound, at its largest over the
+//     canary's numbers capped at any level: a canary host that is much
+//     worse than the others widens the pooled error, and would lower the
+//     bound though the canary got worse; capped back to the level where
+//     the bound is highest, the others' harm still counts. The largest
+//     over every canary data at most as bad as the observed is reached by
+//     such a cap, so Lo only rises with harm; and the pooled error holds
+//     the canary's own spread, so a rare burst in one canary host (an
+//     outage, a spike) is not read as certainty. Lo above the tolerance
+//     is a fail; above 0, marginal.
+//   - Hi = d + t·se', se' the control's spread beside the canary's own on
+//     the harmful side (its hosts' excess over the control's mean; Welch's
+//     degrees of freedom per component). Hi at or past Bound times the
+//     tolerance is inconclusive, and so is a canary host past the control
+//     group's range (its prediction bound): a pass rules out harm to the
+//     group and to each host.
+//
+// Where a canary's values came from classic buckets, Lo is taken with
+// every canary step at its bucket's lower edge and Hi at its upper edge:
+// histogram_quantile interpolates inside a bucket, and the true quantile
+// is anywhere in it.
 //
 // Both bounds only rise when a canary host's values rise, so worse data
 // never moves a metric towards pass (Class.Severity).
@@ -63,6 +75,26 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 		}
 		return out
 	}
+	if m.Scale == Points {
+		// Loss as counts beside loss as plain values compares a log or a
+		// window's sum with a mean of steps: not one quantity.
+		counted := 0
+		all := append(kept(cs), kept(ks)...)
+		for _, h := range all {
+			for _, p := range h.parts {
+				if p.counts {
+					counted++
+				}
+			}
+		}
+		parts := 0
+		for _, h := range all {
+			parts += len(h.parts)
+		}
+		if counted != 0 && counted != parts {
+			return inconclusive(fmt.Sprintf("%d of the hosts' %d parts are counts (lost, sent) and the rest plain values: they cannot be compared", counted, parts))
+		}
+	}
 	withBaseline := func(hs []*hostStats) (n int) {
 		for _, h := range kept(hs) {
 			if h.baseline {
@@ -74,8 +106,10 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 	// Each host against its own window before, where enough hosts of
 	// both groups have one: a control host without one is left out (the
 	// group keeps its least), a canary host without one is compared with
-	// the fleet's typical window before (it may be the one that broke).
+	// the fleet's typical window before (it may be the one that broke), its
+	// number then carrying the spread between hosts (sB, below).
 	res.Baseline = withBaseline(cs) >= r.MinHosts && withBaseline(ks) >= r.MinHosts
+	imputed := 0
 	if res.Baseline {
 		var befores []float64
 		for _, h := range append(kept(cs), kept(ks)...) {
@@ -89,21 +123,22 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 				h.left = "no window before, where the other hosts have one"
 				res.Notes = append(res.Notes, "control host "+h.name+" left out: "+h.left)
 			} else {
-				h.x = h.after - h.before
+				h.x, h.xLo, h.xHi = h.after-h.before, h.afterLo-h.beforeHi, h.afterHi-h.beforeLo
 			}
 		}
 		for _, h := range cs {
 			if h.baseline {
-				h.x = h.after - h.before
+				h.x, h.xLo, h.xHi = h.after-h.before, h.afterLo-h.beforeHi, h.afterHi-h.beforeLo
 			} else {
-				h.x = h.after - typical
+				h.imputed = true
+				imputed++
+				h.x, h.xLo, h.xHi = h.after-typical, h.afterLo-typical, h.afterHi-typical
 				res.Notes = append(res.Notes, "canary host "+h.name+" has no window before: compared with the fleet's typical window before")
 			}
 		}
 	} else {
 		for _, h := range append(kept(cs), kept(ks)...) {
-			h.toLogCounts()
-			h.x = h.after
+			h.x, h.xLo, h.xHi = h.after, h.afterLo, h.afterHi
 		}
 		if n := withBaseline(cs) + withBaseline(ks); n > 0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("no difference in differences: %d of %d canary and %d of %d control hosts have a window before, at least %d each needed", withBaseline(cs), len(cs), withBaseline(ks), len(kept(ks)), r.MinHosts))
@@ -135,79 +170,326 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 	// The binomial floor of a host's variance, for loss read as counts:
 	// with every host at 0 lost the spread between hosts is 0, and what
 	// the counts rule out is all there is. At the control's pooled rate
-	// (Laplace's, never 0) for Lo, and for Hi a canary host's own where
-	// higher (on points; on the log scale a higher rate lowers it, and a
-	// worse canary must not narrow Hi).
+	// (Laplace's, never 0), and for Hi a canary host's own where higher.
 	pbar := pooledRate(kk)
-	floorK := meanOf(kk, func(h *hostStats) float64 { return h.binomial(pbar, false, cmp.log, res.Baseline) })
-	floorC := meanOf(kc, func(h *hostStats) float64 { return h.binomial(pbar, true, cmp.log, res.Baseline) })
+	floorK := meanOf(kk, func(h *hostStats) float64 { return h.binomial(pbar, false, res.Baseline) })
+	floorAll := meanOf(append(kk[:len(kk):len(kk)], kc...), func(h *hostStats) float64 { return h.binomial(pbar, false, res.Baseline) })
+	floorC := meanOf(kc, func(h *hostStats) float64 { return h.binomial(pbar, true, res.Baseline) })
 	sk2 := max(vk, floorK)
 	if !(sk2 > 1e-24) {
 		level := medianLevel(m, kk)
 		return inconclusive(fmt.Sprintf("every control host's number is the same (level %s): no spread between hosts to judge against, and none is not certainty", cmp.level(level)))
 	}
+	// sB2: what an imputed canary host's number carries beyond a
+	// host's own noise, the spread of the control's levels: each adds
+	// sB2/nc² to d's variance.
+	var extra, sB2 float64
+	if imputed > 0 {
+		_, sB2 = meanVar(xsAfter(kk))
+		extra = float64(imputed) * sB2 / (nc * nc)
+	}
 	alpha := r.alpha()
 	res.Level = alpha
+	tol := cmp.diff(m.Tolerance)
 
-	// Lo, P, PBeyond: the control's spread alone, estimated with its
-	// hosts' degrees of freedom (or known, where the counts' floor is
-	// above it).
+	// Lo, P, PBeyond: pooled, at the best cap of the canary's numbers;
+	// with classic buckets, the canary's at their buckets' lower edges
+	// against the control's at their upper edges. With the control's
+	// degrees of freedom, not the pooled ones: the sup over caps, and loss
+	// skewed across hosts (one losing 1 % among hosts losing 0.1 %), made
+	// the pooled ones' A/A alarms 2.2 % at a nominal 1.67 % (loss without
+	// windows before, hosts' rates spread by e^0.5); with these, 1.7 %.
+	mkHi, vkHi := meanVar(xsHi(kk))
+	pooled := pooledBound{nc: nc, nk: nk, mk: mkHi, ssk: vkHi * (nk - 1), floor: floorAll, extra: extra}
+	tq := studentsT(nk - 1)
+	cxLo := xsLo(kc)
+	q := tQuantile(1-alpha, nk-1)
+	loTol := tol
+	toEffect := cmp.effect
+	if !res.Baseline && kk[0].counted() {
+		// Loss levels without windows before: tested on the log scale of
+		// (lost + ½)/sent. Levels are skewed across hosts, and in points
+		// two canary hosts against eight read a false alarm in 2.6 % of
+		// A/A fleets at a nominal 1.67 % (a canary of two that happens to
+		// hold the fleet's lossiest host); on the log scale, 1.3 %. A
+		// log difference d reads as ref·(e^d − 1) points, ref the
+		// control's typical level; the effect and Hi stay in points (a
+		// log would pool one host's loss away in the others' level).
+		lk := xsLog(kk)
+		mkL, vkL := meanVar(lk)
+		ref := math.Exp(mkL)
+		logFloor := meanOf(append(kk[:len(kk):len(kk)], kc...), func(h *hostStats) float64 { return h.binomialLog(pbar) })
+		pooled = pooledBound{nc: nc, nk: nk, mk: mkL, ssk: vkL * (nk - 1), floor: logFloor}
+		cxLo, loTol = xsLog(kc), math.Log1p(m.Tolerance/ref)
+		toEffect = func(d float64) float64 { return ref * math.Expm1(d) }
+	}
+	lo := pooled.sup(cxLo, func(d, se float64) float64 { return d - q*se })
+	res.P = 1 - tq.CDF(pooled.sup(cxLo, func(d, se float64) float64 { return d / se }))
+	res.PBeyond = 1 - tq.CDF(pooled.sup(cxLo, func(d, se float64) float64 { return (d - loTol) / se }))
+
+	// Hi: Welch's upper bound, with the canary's own spread beside the
+	// control's, at its least over the canary's numbers floored at any
+	// level (a canary host much better than the others widens Welch's
+	// error, and would raise the bound though the canary got better:
+	// better is not spread on the harmful side). The least over every
+	// canary at least as bad as the observed is reached by such a floor,
+	// so Hi only rises with harm. The canary's spread is never taken
+	// under the control's (or the counts' floor): a canary too few to
+	// show its own borrows the control's, with its degrees of freedom.
 	dfK := nk - 1
 	if vk < floorK {
 		dfK = math.Inf(1)
 	}
-	seF := math.Sqrt(sk2 * (1/nc + 1/nk))
-	tF := studentsT(dfK)
-	tol := cmp.diff(m.Tolerance)
-	res.P = 1 - tF.CDF(d/seF)
-	res.PBeyond = 1 - tF.CDF((d-tol)/seF)
-	lo := d - tF.Quantile(1-alpha)*seF
-
-	// Hi: the canary's own spread on the harmful side, never under the
-	// control's. Its excess over the control's mean: E[max(0, x−mk)²] is
-	// half the variance under "like the control", so twice its mean
-	// stands for a variance, estimated with the canary's degrees of
-	// freedom; it only grows as a canary host gets worse. Where the
-	// control's spread (or the counts' floor) is the larger, the canary
-	// borrows it and its degrees of freedom (Welch's, per component).
-	var excess float64
-	for _, x := range cx {
-		if x > mk {
-			excess += (x - mk) * (x - mk)
+	// With classic buckets, the canary's at their buckets' upper edges
+	// against the control's at their lower edges.
+	mkLo, vkLo := meanVar(xsLo(kk))
+	sk2Lo := max(vkLo, floorK)
+	welch := welchBound{nc: nc, nk: nk, mk: mkLo, a: sk2Lo / nk, dfK: dfK, control: sk2Lo, floor: floorC, extra: extra, alpha: alpha}
+	hi := welch.inf(xsHi(kc))
+	// Each canary host within the control's range: its prediction bound
+	// for one more host, at alpha over the canary's hosts.
+	var outside *hostStats
+	reachT := tQuantile(1-alpha/nc, dfK)
+	for _, h := range kc {
+		limit := mkLo + tol + reachT*math.Sqrt(sk2Lo*(1+1/nk))
+		if h.imputed {
+			limit = mkLo + tol + reachT*math.Sqrt(sk2Lo*(1+1/nk)+sB2)
+		}
+		if h.xHi > limit && (outside == nil || h.xHi > outside.xHi) {
+			outside = h
 		}
 	}
-	a := sk2 / nk
-	b, dfB := max(sk2, floorC)/nc, dfK
-	if own := 2 * excess / nc / nc; own > b {
-		// Never more degrees of freedom than the control's: the switch
-		// to the canary's own spread only raises Hi.
-		b, dfB = own, min(nc-1, dfK)
-	}
-	// Welch's df falls as b grows once b ≥ a·dfB/dfK: with that floor a
-	// worse canary only raises Hi (its t and its error both grow).
-	if !math.IsInf(dfK, 1) {
-		b = max(b, a*dfB/dfK)
-	}
-	tP := studentsT(welchDF(a, dfK, b, dfB))
-	hi := d + tP.Quantile(1-alpha)*math.Sqrt(a+b)
 
-	res.Effect, res.Lo, res.Hi = cmp.effect(d), cmp.effect(lo), cmp.effect(hi)
+	res.Effect, res.Lo, res.Hi = cmp.effect(d), toEffect(lo), cmp.effect(hi)
 	effect := describe(m.Scale, res.Effect, res.Lo, res.Hi)
-	res.Resolution = resolution(m, kc, res.Baseline)
 	bound := r.Bound * m.Tolerance
+	bucketed := false
+	for _, h := range append(kc[:len(kc):len(kc)], kk...) {
+		for _, p := range h.parts {
+			bucketed = bucketed || p.bucketed
+		}
+	}
+	asRead := welch
+	asRead.mk, asRead.a, asRead.control = mk, sk2/nk, sk2
+	if bucketed && asRead.inf(cx) < cmp.diff(bound) && !(hi < cmp.diff(bound)) {
+		res.Resolution = fmt.Sprintf("%s comes from classic histogram buckets, which hide a move inside a bucket (2x for lowlat's): with the canary's steps at their buckets' upper edges and the control's at their lower edges the upper end is %s, past %s (native histograms resolve it)", m.Name, describe(m.Scale, res.Hi, res.Hi, res.Hi), describe(m.Scale, bound, bound, bound))
+	}
 	switch {
-	case lo > tol:
+	case lo > loTol:
 		res.Class, res.Why = Fail, fmt.Sprintf("canary worse beyond the tolerance %s: %s, p %.3g", describe(m.Scale, m.Tolerance, m.Tolerance, m.Tolerance), effect, res.PBeyond)
 	case lo > 0:
 		res.Class, res.Why = Marginal, fmt.Sprintf("canary worse, maybe within the tolerance %s: %s, p %.3g", describe(m.Scale, m.Tolerance, m.Tolerance, m.Tolerance), effect, res.P)
 	case res.Resolution != "":
 		res.Class, res.Why = Inconclusive, res.Resolution
-	case r.Bound > 0 && hi >= cmp.diff(bound):
+	case r.Bound > 0 && !(hi < cmp.diff(bound)):
 		res.Class, res.Why = Inconclusive, fmt.Sprintf("too noisy to rule out harm: %s reaches past %s (more hosts, a longer window or each host's window before would narrow it)", effect, describe(m.Scale, bound, bound, bound))
+	case outside != nil:
+		e := cmp.effect(outside.xHi - mk)
+		res.Class, res.Why = Inconclusive, fmt.Sprintf("canary host %s is %s against the control's mean, past the control group's range: harm to it is not ruled out (%s for the group)", outside.name, describe(m.Scale, e, e, e), effect)
 	default:
-		res.Class, res.Why = Pass, fmt.Sprintf("not worse: %s, its upper end under %s", effect, describe(m.Scale, bound, bound, bound))
+		res.Class, res.Why = Pass, fmt.Sprintf("not worse: %s, its upper end under %s, every canary host within the control's range", effect, describe(m.Scale, bound, bound, bound))
 	}
 	return res
+}
+
+// pooledBound is what Student's pooled bound needs of the control group
+// and the floors, for any canary numbers.
+type pooledBound struct {
+	nc, nk  float64
+	mk, ssk float64 // the control's mean and sum of squared deviations
+	floor   float64 // the counts' floor of a host's variance
+	extra   float64 // variance the imputed canary hosts add to d's
+}
+
+// at is the difference and its pooled standard error for canary numbers y.
+func (b pooledBound) at(y []float64) (d, se float64) {
+	my, vy := meanVar(y)
+	pooled := max((vy*(b.nc-1)+b.ssk)/(b.nc+b.nk-2), b.floor)
+	return my - b.mk, math.Sqrt(pooled*(1/b.nc+1/b.nk) + b.extra)
+}
+
+// sup is the largest f(d, se) over the canary numbers x capped at any
+// level, min(x, c). For a given mean, the canary numbers at most x that
+// spread least are such a cap (water-filling), so this is the largest
+// over every canary vector at most x: it only rises as x does. On each
+// piece between two sorted values f is concave in c (d linear, se the
+// root of a convex quadratic) or, as a ratio, quasi-concave where
+// positive, so a golden-section search finds its top.
+func (b pooledBound) sup(x []float64, f func(d, se float64) float64) float64 {
+	for _, v := range x {
+		if math.IsInf(v, -1) || math.IsNaN(v) {
+			return math.Inf(-1)
+		}
+		if math.IsInf(v, 1) {
+			return math.Inf(1)
+		}
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	best := f(b.at(s))
+	y := make([]float64, len(s))
+	for k := 0; k+1 < len(s); k++ {
+		// c in [s[k], s[k+1]]: s[k+1:] capped at c. Each evaluation
+		// two-pass over the capped numbers: the running sums' difference
+		// loses the variance of numbers that agree to many digits.
+		g := func(c float64) float64 {
+			for i, v := range s {
+				y[i] = min(v, c)
+			}
+			return f(b.at(y))
+		}
+		best = max(best, -goldenMin(func(c float64) float64 { return -g(c) }, s[k], s[k+1]))
+	}
+	return best
+}
+
+// welchBound is the upper bound of the difference for any canary
+// numbers: the control's error a = s²/nk beside the canary's own s²/nc,
+// never under the control's (control) nor its counts' floor (floor), at
+// the control's degrees of freedom (dfK; infinite where the counts' floor
+// set them). The canary's own degrees of freedom are not taken: with them
+// the bound would fall where a canary's spread grows past the control's
+// (Welch's t falls as its df grow), and the least over floors below is
+// what keeps a canary of few, disagreeing hosts from passing: they are
+// floored up to the worst of them.
+type welchBound struct {
+	nc, nk, mk float64
+	a, dfK     float64
+	control    float64
+	floor      float64
+	extra      float64
+	alpha      float64
+}
+
+// at is the bound for canary numbers of mean my and variance vy: it rises
+// with my, vy and the floor.
+func (w welchBound) at(my, vy float64) float64 {
+	b := max(vy, w.control, w.floor)/w.nc + w.extra
+	return my - w.mk + tQuantile(1-w.alpha, w.dfK)*math.Sqrt(w.a+b)
+}
+
+// inf is the least bound over the canary numbers x floored at any level,
+// max(x, c): for a given mean, the numbers at least x that spread least
+// are such a floor, and the bound rises with the spread at a given mean,
+// so this is the least over every canary vector at least x: it only
+// rises as x does. On each piece between two sorted values the bound is
+// convex in c (the mean linear, the error the root of the larger of a
+// convex quadratic and a constant), and a golden-section search finds its
+// least.
+func (w welchBound) inf(x []float64) float64 {
+	for _, v := range x {
+		if math.IsInf(v, 1) || math.IsNaN(v) {
+			return math.Inf(1)
+		}
+		if math.IsInf(v, -1) {
+			return math.Inf(-1)
+		}
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	best := w.at(meanVar(s))
+	y := make([]float64, len(s))
+	for k := len(s) - 1; k > 0; k-- {
+		// c in [s[k-1], s[k]]: s[:k] floored at c, two-pass (see sup).
+		g := func(c float64) float64 {
+			for i, v := range s {
+				y[i] = max(v, c)
+			}
+			return w.at(meanVar(y))
+		}
+		best = min(best, goldenMin(g, s[k-1], s[k]))
+	}
+	return best
+}
+
+// goldenMin is the least of g on [lo, hi], g unimodal there, with the
+// ends (sup takes the most of a function as the least of its negative).
+func goldenMin(g func(float64) float64, lo, hi float64) float64 {
+	best := min(g(lo), g(hi))
+	if hi <= lo {
+		return best
+	}
+	const phi = 0.6180339887498949
+	a, z := lo, hi
+	c1, c2 := z-phi*(z-a), a+phi*(z-a)
+	f1, f2 := g(c1), g(c2)
+	for range 60 {
+		if f1 > f2 {
+			a, c1, f1 = c1, c2, f2
+			c2 = a + phi*(z-a)
+			f2 = g(c2)
+		} else {
+			z, c2, f2 = c2, c1, f1
+			c1 = z - phi*(z-a)
+			f1 = g(c1)
+		}
+	}
+	return min(best, f1, f2)
+}
+
+// tQuantiles caches Student's t quantiles by level, at whole degrees of
+// freedom up to 400 (the search evaluates thousands a judgement, and
+// gonum's inverse incomplete beta costs microseconds each); tQuantile
+// interpolates between them in 1/df, exact at whole ones and monotonic.
+var tQuantiles sync.Map // float64 → []float64
+
+func tQuantile(p, df float64) float64 {
+	if math.IsInf(df, 1) || df > 400 {
+		return distuv.UnitNormal.Quantile(p)
+	}
+	tab, ok := tQuantiles.Load(p)
+	if !ok {
+		t := make([]float64, 402)
+		for i := 1; i <= 400; i++ {
+			t[i] = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(i)}.Quantile(p)
+		}
+		t[401] = distuv.UnitNormal.Quantile(p)
+		tab, _ = tQuantiles.LoadOrStore(p, t)
+	}
+	t := tab.([]float64)
+	df = max(df, 1)
+	i := int(math.Floor(df))
+	if float64(i) == df {
+		return t[i]
+	}
+	// Between i and i+1 (401 is infinity), linear in 1/df.
+	hi := t[i+1]
+	x0, x1 := 1/float64(i), 1/float64(i+1)
+	if i+1 == 401 {
+		x1 = 0
+	}
+	f := (1/df - x0) / (x1 - x0)
+	return t[i] + f*(hi-t[i])
+}
+
+// xsLog are the hosts' loss levels on the log scale of (lost + ½)/sent,
+// the mean over their parts.
+func xsLog(hs []*hostStats) []float64 {
+	out := make([]float64, len(hs))
+	for i, h := range hs {
+		var ls []float64
+		for _, p := range h.parts {
+			ls = append(ls, math.Log((p.numAfter+0.5)/p.denAfter))
+		}
+		out[i] = mean(ls)
+	}
+	return out
+}
+
+func xsLo(hs []*hostStats) []float64 {
+	out := make([]float64, len(hs))
+	for i, h := range hs {
+		out[i] = h.xLo
+	}
+	return out
+}
+
+func xsHi(hs []*hostStats) []float64 {
+	out := make([]float64, len(hs))
+	for i, h := range hs {
+		out[i] = h.xHi
+	}
+	return out
 }
 
 // studentsT is Student's t with df degrees of freedom, the normal where
@@ -248,60 +530,29 @@ func (res *MetricResult) hostEffect(m Metric, h *hostStats) float64 {
 }
 
 // compare is how a metric's numbers are compared, and how a difference
-// there reads as an effect (a ratio − 1, or points).
-//
-//   - Times: on the log scale of their values; a difference d is the
-//     ratio e^d − 1.
-//   - Loss, each host against its own window before: in points, the
-//     difference of its windows' lost / sent (harm to loss adds points).
-//   - Loss without windows before, read as counts: on the log scale of
-//     (lost + ½) / sent, half a probe added so that 0 lost has a log. Loss
-//     levels across hosts are skewed (one host losing 1 % among hosts
-//     losing 0.1 %), and a t test on the points themselves is not: with
-//     hosts' rates spread by e^0.5 (σ of their logs) it raised a false
-//     alarm in 4.8 % of A/A fleets at a nominal 1.7 %, at e^1 in 10.3 %; on
-//     the log scale, 1.1 and 1.3 %. The tolerance and the effect stay in
-//     points, read at the control group's level: d is ref·(e^d − 1)
-//     points, the difference of the groups' typical (geometric) losses.
-//   - Points without counts: as they are.
+// there reads as an effect: times on the log scale of their values (a
+// difference d is the ratio e^d − 1), loss in points (harm to loss adds
+// points, and a host losing all its probes weighs all of them: a ratio or
+// a log of loss would pool one host's loss away in the others' typical
+// level).
 type compare struct {
 	scale Scale
-	log   bool    // loss on the log scale of its counts
-	ref   float64 // the control's typical (lost + ½)/sent, with log
 }
 
-func compareOf(m Metric, control []*hostStats, baseline bool) compare {
-	c := compare{scale: m.Scale}
-	for _, h := range control {
-		for _, p := range h.parts {
-			c.log = c.log || (p.counts && !baseline)
-		}
-	}
-	if c.log {
-		c.ref = math.Exp(mean(xsAfter(control)))
-	}
-	return c
-}
+func compareOf(m Metric, _ []*hostStats, _ bool) compare { return compare{scale: m.Scale} }
 
 // effect reads a difference on the compared scale as an effect.
 func (c compare) effect(d float64) float64 {
-	switch {
-	case c.scale == Ratio:
+	if c.scale == Ratio {
 		return math.Expm1(d)
-	case c.log:
-		return c.ref * math.Expm1(d)
 	}
 	return d
 }
 
-// diff puts an effect on the compared scale (−Inf for a loss effect
-// below minus the control's level).
+// diff puts an effect on the compared scale.
 func (c compare) diff(e float64) float64 {
-	switch {
-	case c.scale == Ratio:
+	if c.scale == Ratio {
 		return math.Log1p(e)
-	case c.log:
-		return math.Log1p(e / c.ref)
 	}
 	return e
 }
@@ -322,299 +573,6 @@ func xsAfter(hs []*hostStats) []float64 {
 	return out
 }
 
-// partStats is one part of a host, reduced.
-type partStats struct {
-	key           string
-	after, before float64 // the windows' values on the compared scale
-	hasBefore     bool
-	counts        bool
-	pAfter        float64 // the window's ratio (counts)
-	denAfter      float64 // the window's denominators (counts)
-	denBefore     float64
-	numAfter      float64
-	// inBucket and inBucketBoth: every value of the window (and of the
-	// window before) lies inside one classic bucket, [bucketLo, upTo].
-	inBucket, inBucketBoth bool
-	bucketLo, upTo         float64
-}
-
-// hostStats is one host, reduced.
-type hostStats struct {
-	name     string
-	canary   bool
-	parts    []partStats
-	after    float64 // the mean of its parts' window values
-	before   float64
-	baseline bool // every part has a window before
-	x        float64
-	// fatal makes the metric inconclusive (a canary host that cannot be
-	// judged); left leaves the host out (a control host).
-	fatal, left string
-	notes       []string
-}
-
-func (h *hostStats) number(effect float64) HostNumber {
-	g := "control"
-	if h.canary {
-		g = "canary"
-	}
-	left := h.left
-	if h.fatal != "" {
-		left = h.fatal
-	}
-	return HostNumber{Host: h.name, Group: g, Effect: effect, Baseline: h.baseline, Parts: len(h.parts), Left: left}
-}
-
-// toLogCounts puts a host's window level of loss read as counts on the
-// log scale of (lost + ½)/sent (compare), where there are no windows
-// before.
-func (h *hostStats) toLogCounts() {
-	var ls []float64
-	for _, p := range h.parts {
-		if !p.counts {
-			return
-		}
-		ls = append(ls, math.Log((p.numAfter+0.5)/p.denAfter))
-	}
-	h.after = mean(ls)
-}
-
-// binomial is the variance its counts alone give the host's number on
-// the compared scale: each part's p(1−p)/n in points, at the control's
-// rate pbar or (own, for a canary host's upper bound) its own where
-// higher, up to one half where it peaks; on the log scale of
-// (k + ½)/n, p(1−p)/n / (p + ½/n)² at pbar (the delta method). Averaged
-// over its parts as its number is.
-func (h *hostStats) binomial(pbar float64, own, log, baseline bool) float64 {
-	var v float64
-	n := 0
-	pointVar := func(r, den float64) float64 { return r * (1 - r) / den }
-	if log {
-		pointVar = func(r, den float64) float64 {
-			c := 0.5 / den
-			return pbar * (1 - pbar) / den / ((pbar + c) * (pbar + c))
-		}
-	}
-	for _, p := range h.parts {
-		if !p.counts || !(p.denAfter > 0) {
-			continue
-		}
-		r := pbar
-		if own {
-			r = max(pbar, min(0.5, p.pAfter))
-		}
-		pv := pointVar(r, p.denAfter)
-		if baseline && h.baseline && p.denBefore > 0 {
-			pv += pointVar(pbar, p.denBefore)
-		}
-		v += pv
-		n++
-	}
-	if n == 0 {
-		return 0
-	}
-	return v / float64(len(h.parts)*len(h.parts))
-}
-
-// reduce turns a host's parts into its window values, or says why it
-// cannot be judged.
-func reduce(h Host, canary bool, m Metric, r Rules) *hostStats {
-	hs := &hostStats{name: h.Name, canary: canary}
-	who := "control host " + h.Name
-	if canary {
-		who = "canary host " + h.Name
-	}
-	for _, p := range h.Parts {
-		part := fmt.Sprintf(" part {%s}", p.Key)
-		if p.Key == "" {
-			part = ""
-		}
-		after, hasAfter := windowValues(m, p, false)
-		before, hasBefore := windowValues(m, p, true)
-		thinA := thin(hasAfter, r)
-		thinB := "not read"
-		if hasBefore != nil {
-			thinB = thin(hasBefore, r)
-		}
-		switch {
-		case thinA != "" && !canary:
-			hs.notes = append(hs.notes, who+part+" left out: "+thinA)
-			continue
-		case thinA != "" && thinB == "":
-			hs.fatal = strings.TrimPrefix(part+": ", " ") + thinA + " (it had values in the window before: its series stopped)"
-			return hs
-		case thinA != "" && hasBefore == nil:
-			hs.fatal = strings.TrimPrefix(part+": ", " ") + thinA
-			return hs
-		case thinA != "":
-			// Thin in both windows: a target or queue this host hardly
-			// uses, not one that stopped.
-			hs.notes = append(hs.notes, who+part+" left out: thin in both windows ("+thinA+")")
-			continue
-		}
-		if canary {
-			if last := r.lastSteps(len(hasAfter)); !allTrue(hasAfter[len(hasAfter)-last:]) {
-				hs.fatal = strings.TrimPrefix(part+": ", " ") + fmt.Sprintf("no value in some of the window's last %d steps: it would be judged on old data", last)
-				return hs
-			}
-		}
-		ps := partStats{key: p.Key, after: reduceWindow(m, p, false, after, hasAfter), hasBefore: thinB == ""}
-		if ps.hasBefore {
-			ps.before = reduceWindow(m, p, true, before, hasBefore)
-		}
-		if m.Scale == Points && p.AfterDen != nil {
-			ps.counts = true
-			ps.numAfter, ps.denAfter = sums(p.AfterNum, p.AfterDen, hasAfter)
-			ps.pAfter = ps.numAfter / ps.denAfter
-			if ps.hasBefore && p.BeforeDen != nil {
-				_, ps.denBefore = sums(p.BeforeNum, p.BeforeDen, hasBefore)
-			}
-		}
-		if p.Buckets != nil {
-			ps.inBucket, ps.bucketLo, ps.upTo = oneBucket(p.Buckets, after, nil, false)
-			if ps.hasBefore {
-				ps.inBucketBoth, _, _ = oneBucket(p.Buckets, after, before, true)
-			}
-		}
-		hs.parts = append(hs.parts, ps)
-	}
-	if len(hs.parts) == 0 {
-		if canary {
-			hs.fatal = "no values in the window"
-		} else {
-			hs.left = "no part with enough values"
-		}
-		return hs
-	}
-	hs.baseline = true
-	var as, bs []float64
-	for _, p := range hs.parts {
-		as = append(as, p.after)
-		bs = append(bs, p.before)
-		hs.baseline = hs.baseline && p.hasBefore
-	}
-	hs.after = mean(as)
-	if hs.baseline {
-		hs.before = mean(bs)
-	}
-	return hs
-}
-
-// windowValues are a part's values in one window and which steps have
-// one (nil, nil: the window was not read).
-func windowValues(m Metric, p Part, before bool) ([]float64, []bool) {
-	vs, num, den := p.After, p.AfterNum, p.AfterDen
-	if before {
-		vs, num, den = p.Before, p.BeforeNum, p.BeforeDen
-	}
-	if m.Scale == Points && den != nil {
-		has := make([]bool, len(den))
-		for i := range den {
-			has[i] = i < len(num) && finiteNum(num[i]) && finiteNum(den[i]) && den[i] > 0 && num[i] >= 0
-		}
-		return vs, has
-	}
-	if vs == nil {
-		return nil, nil
-	}
-	has := make([]bool, len(vs))
-	for i, v := range vs {
-		has[i] = finiteNum(v)
-	}
-	return vs, has
-}
-
-// reduceWindow is a part's value over one window (before: the window
-// before) on the compared scale: the mean of its steps' logs for times,
-// every step counted (harm is never trimmed); lost / sent over the window
-// for counts.
-func reduceWindow(m Metric, p Part, before bool, vs []float64, has []bool) float64 {
-	if m.Scale == Points {
-		num, den := p.AfterNum, p.AfterDen
-		if before {
-			num, den = p.BeforeNum, p.BeforeDen
-		}
-		if den != nil {
-			n, d := sums(num, den, has)
-			return n / d
-		}
-	}
-	var xs []float64
-	for i, ok := range has {
-		if ok {
-			xs = append(xs, scaled(m.Scale, vs[i]))
-		}
-	}
-	return mean(xs)
-}
-
-func sums(num, den []float64, has []bool) (n, d float64) {
-	for i, ok := range has {
-		if ok {
-			n += num[i]
-			d += den[i]
-		}
-	}
-	return n, d
-}
-
-// oneBucket says whether every value of the window (and of the window
-// before, when used) lies inside one of the classic buckets bounds, and
-// which: histogram_quantile interpolates inside a bucket, so such a host
-// reads the same whatever moved inside it.
-func oneBucket(bounds, after, before []float64, withBefore bool) (bool, float64, float64) {
-	idx := -1
-	check := func(vs []float64) bool {
-		for _, v := range vs {
-			if !finiteNum(v) {
-				continue
-			}
-			i := sort.SearchFloat64s(bounds, v)
-			if idx >= 0 && i != idx {
-				return false
-			}
-			idx = i
-		}
-		return true
-	}
-	if !check(after) || (withBefore && !check(before)) || idx < 0 {
-		return false, 0, 0
-	}
-	lo, hi := 0.0, math.Inf(1)
-	if idx > 0 {
-		lo = bounds[idx-1]
-	}
-	if idx < len(bounds) {
-		hi = bounds[idx]
-	}
-	return true, lo, hi
-}
-
-// resolution says which canary host the classic buckets blind, or "": a
-// canary host all of whose parts stayed inside one bucket could have
-// moved by up to the bucket's width (2x for lowlat's) and read 0 %.
-func resolution(m Metric, canary []*hostStats, baseline bool) string {
-	for _, h := range canary {
-		// Against its own window before, a move across buckets between
-		// the windows is seen; without, only the window's level counts.
-		both := baseline && h.baseline
-		blind := len(h.parts) > 0
-		for _, p := range h.parts {
-			blind = blind && ((both && p.inBucketBoth) || (!both && p.inBucket))
-		}
-		if !blind {
-			continue
-		}
-		p := h.parts[0]
-		windows := "in the window"
-		if both {
-			windows = "in both windows"
-		}
-		return fmt.Sprintf("canary host %s's %s stayed inside one classic histogram bucket (%s to %s) %s: a move inside it does not show (native histograms resolve it)", h.name, m.Name, formatBound(p.bucketLo), formatBound(p.upTo), windows)
-	}
-	return ""
-}
-
 func formatBound(v float64) string {
 	switch {
 	case math.IsInf(v, 1):
@@ -623,24 +581,6 @@ func formatBound(v float64) string {
 		return fmt.Sprintf("%.3g ms", v*1e3)
 	}
 	return fmt.Sprintf("%.3g s", v)
-}
-
-// pooledRate is the control's ratio over all its counts, Laplace's (never
-// 0 or 1), or 0 where there are no counts.
-func pooledRate(hs []*hostStats) float64 {
-	var n, d float64
-	for _, h := range hs {
-		for _, p := range h.parts {
-			if p.counts {
-				n += p.numAfter
-				d += p.denAfter
-			}
-		}
-	}
-	if d == 0 {
-		return 0
-	}
-	return (n + 1) / (d + 2)
 }
 
 func meanOf(hs []*hostStats, f func(*hostStats) float64) float64 {
@@ -657,46 +597,6 @@ func xs(hs []*hostStats) []float64 {
 		out[i] = h.x
 	}
 	return out
-}
-
-// medianLevel is the median of the hosts' window levels, in the metric's
-// units.
-func medianLevel(m Metric, hs []*hostStats) float64 {
-	var ls []float64
-	for _, h := range hs {
-		switch {
-		case m.Scale == Ratio:
-			ls = append(ls, math.Exp(h.after))
-		case len(h.parts) > 0 && h.parts[0].counts:
-			var r []float64
-			for _, p := range h.parts {
-				r = append(r, p.pAfter)
-			}
-			ls = append(ls, mean(r))
-		default:
-			ls = append(ls, h.after)
-		}
-	}
-	return median(ls)
-}
-
-// thin says why a window's steps are too few to judge a part by, or "".
-func thin(has []bool, r Rules) string {
-	n := 0
-	for _, ok := range has {
-		if ok {
-			n++
-		}
-	}
-	switch {
-	case len(has) == 0 || n == 0:
-		return "no values in the window"
-	case n < r.MinSteps:
-		return fmt.Sprintf("%d steps with values, at least %d needed", n, r.MinSteps)
-	case float64(n) < r.MinCoverage*float64(len(has)):
-		return fmt.Sprintf("values in %d of %d steps (%.0f %%), at least %.0f %% needed", n, len(has), 100*float64(n)/float64(len(has)), 100*r.MinCoverage)
-	}
-	return ""
 }
 
 func allTrue(bs []bool) bool {
@@ -725,14 +625,6 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-// scaled puts a value on the scale its metric is compared on.
-func scaled(s Scale, v float64) float64 {
-	if s == Ratio {
-		return math.Log(max(v, 1e-12))
-	}
-	return v
 }
 
 func describe(s Scale, e, lo, hi float64) string {
