@@ -88,6 +88,19 @@ func ParseMetric(name string) (Metric, error) {
 	return Metric{Judge: canary.Metric{Name: n, Scale: canary.Ratio, Tolerance: latencyTolerance}, Unit: "s", kind: quantile, series: hist, q: qv}, nil
 }
 
+// seriesNames are the names of the series m is read from, one series a
+// part: a histogram's native series and its classic _count, the gauge, or
+// the loss counters.
+func (m Metric) seriesNames() []string {
+	switch m.kind {
+	case average:
+		return []string{m.series}
+	case lossRatio:
+		return []string{sentTotal, lostTotal}
+	}
+	return []string{m.series, m.series + "_count"}
+}
+
 func knownHistogram(name string) bool {
 	i := sort.SearchStrings(sortedHistograms, name)
 	return i < len(sortedHistograms) && sortedHistograms[i] == name

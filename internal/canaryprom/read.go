@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -100,6 +102,60 @@ func (r Reader) Group(ctx context.Context, m Metric, sel Selector, w Window) (fl
 		return math.NaN(), nil
 	}
 	return float64(vec[0].Value), nil
+}
+
+// sideLabel labels the sides of one query that reads two things at once
+// (label_replace(A, sideLabel, "a") or label_replace(B, sideLabel, "b")):
+// "or" keeps both, and each answer says which side it is.
+const sideLabel = "lowlat_judge_side"
+
+// ListHosts lists, for each selector, the hosts (values of HostLabel) with
+// a series of any of ms in (end−length, end], sorted, in one instant
+// query. It returns Prometheus's warnings (a partial answer) beside them.
+func (r Reader) ListHosts(ctx context.Context, ms []Metric, sels []Selector, end time.Time, length time.Duration) ([][]string, []string, error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, n := range m.seriesNames() {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	// One side a selector and name: count_over_time drops the name, so
+	// two names' series of one part would collide in one selector.
+	rng := model.Duration(length).String()
+	var sides []string
+	for i, sel := range sels {
+		for _, n := range names {
+			sides = append(sides, fmt.Sprintf(`label_replace(group by (%s) (count_over_time(%s{%s}[%s])), %q, "%d", "", "")`, r.HostLabel, n, sel, rng, sideLabel, i))
+		}
+	}
+	val, warnings, _, err := r.API.Query(ctx, strings.Join(sides, " or "), end)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prometheus %s: list the hosts: %w", r.Address, err)
+	}
+	vec, ok := val.(model.Vector)
+	if !ok {
+		return nil, nil, fmt.Errorf("prometheus %s: list the hosts: a %s, not a vector", r.Address, val.Type())
+	}
+	out := make([][]string, len(sels))
+	for i := range out {
+		out[i] = []string{}
+	}
+	for _, s := range vec {
+		i, err := strconv.Atoi(string(s.Metric[sideLabel]))
+		host := string(s.Metric[model.LabelName(r.HostLabel)])
+		if err != nil || i < 0 || i >= len(sels) || host == "" {
+			continue
+		}
+		out[i] = append(out[i], host)
+	}
+	for _, hs := range out {
+		sort.Strings(hs)
+	}
+	return out, warnings, nil
 }
 
 // Hosts lists the hosts that have any value in any of the series, sorted.

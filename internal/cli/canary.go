@@ -56,6 +56,12 @@ type canaryJudgeOptions struct {
 	json       bool
 	html       string
 	timeout    time.Duration
+	// scrapeInterval is how often Prometheus scrapes the monitors: a step
+	// needs two scrapes (rate), and the default --end leaves the last
+	// scrapes time to land.
+	scrapeInterval time.Duration
+	validate       bool
+	listHosts      bool
 }
 
 func newCanaryJudgeCmd(env *Env) *cobra.Command {
@@ -82,6 +88,10 @@ a missing series or an unreachable Prometheus: inconclusive, never pass.
 --slo terms are checked on the canary group over the whole window; a term
 broken fails the canary.
 
+--validate checks the command line and queries nothing (exit 0 or 2);
+--list-hosts lists the hosts each selector selects (exit 0, 2, or 5 when
+Prometheus cannot answer).
+
 Exit codes: 0 pass, 3 marginal, 4 fail, 5 inconclusive, 2 usage (nothing
 was queried), 1 any other error.`,
 		Example: `  lowlat canary judge --prometheus http://prom:9090 --canary 'group="canary"' --control 'group="control"' --window 24h
@@ -96,21 +106,27 @@ was queried), 1 any other error.`,
 	f.StringVar(&o.canarySel, "canary", "", "label matchers that select the canary hosts' series ('group=\"canary\"')")
 	f.StringVar(&o.controlSel, "control", "", "label matchers that select the control hosts' series")
 	f.DurationVar(&o.window, "window", 0, "the window judged, ending at --end (24h)")
-	f.DurationVar(&o.step, "step", 0, "a host's value is one per step (default: the window / 24 in whole seconds; at least 2 scrape intervals)")
-	f.StringVar(&o.end, "end", "", "the window's end, RFC 3339 or unix seconds (default: now)")
+	f.DurationVar(&o.step, "step", 0, "a host's value is one per step (default: the window / 24 in whole seconds, at least two scrape intervals)")
+	f.StringVar(&o.end, "end", "", "the window's end, RFC 3339 or unix seconds, not in the future (default: now less two scrape intervals, so its last step is complete)")
+	f.DurationVar(&o.scrapeInterval, "scrape-interval", 15*time.Second, "how often Prometheus scrapes the monitors: a step is at least two of them")
 	f.Var(&o.metrics, "metric", "metrics to judge, repeatable or comma-separated: p50, p90, p99, p999, first_byte_p99, jitter, loss, or a lowlat histogram as NAME[:pNN] (default p99,jitter,loss)")
 	f.StringVar(&o.slo, "slo", "", "terms the canary group must meet over the window: \"p99<=8ms,loss<=1%\"")
 	f.StringVar(&o.hostLabel, "host-label", "instance", "the label that names a host")
 	f.BoolVar(&o.json, "json", false, "print the judgement as JSON")
 	f.StringVar(&o.html, "html", "", "write a self-contained HTML page of the judgement (the groups' CDFs, each host's series) to this file")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on Prometheus after this long (the verdict is then inconclusive)")
+	f.BoolVar(&o.validate, "validate", false, "check the command line as a judgement would (and that --html can be written), query nothing, print nothing: exit 0, or 2 with one line")
+	f.BoolVar(&o.listHosts, "list-hosts", false, "the same checks, then list the hosts each selector selects (those with a judged metric's series in the window) and exit 0; 5 when Prometheus cannot answer")
 	return cmd
 }
 
 // judgeRequest is a checked command line: everything the judgement needs,
 // before anything is queried.
 type judgeRequest struct {
-	url             string
+	// url is Prometheus's base URL as given, credentials and all (the
+	// requests authenticate with them); shown is its redacted form, the
+	// only one ever printed.
+	url, shown      string
 	canary, control canaryprom.Selector
 	window          canaryprom.Window
 	metrics         []canaryprom.Metric
@@ -132,17 +148,17 @@ type sloTerm struct {
 var promLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // checkJudge turns the flags into a request, or says in one line what is
-// wrong with them. Nothing is queried before it passes.
+// wrong with them. Nothing is queried before it passes; --validate is
+// this alone.
 func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
 	r := &judgeRequest{hostLabel: o.hostLabel, timeout: o.timeout}
-	if o.prometheus == "" {
-		return nil, errors.New("--prometheus is required (Prometheus's URL, http://host:9090)")
+	if o.validate && o.listHosts {
+		return nil, errors.New("--validate and --list-hosts: give one of them")
 	}
-	u, err := url.Parse(o.prometheus)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("--prometheus %q: want http://host:port or https://host:port[/path]", o.prometheus)
+	var err error
+	if r.url, r.shown, err = checkPrometheusURL(o.prometheus); err != nil {
+		return nil, err
 	}
-	r.url = strings.TrimRight(u.String(), "/")
 	for _, g := range []struct {
 		flag, text string
 		sel        *canaryprom.Selector
@@ -163,23 +179,42 @@ func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
 	if o.window <= 0 {
 		return nil, errors.New("--window is required: how long the canary has run (24h)")
 	}
+	if o.scrapeInterval <= 0 {
+		return nil, fmt.Errorf("--scrape-interval %v: want how often Prometheus scrapes the monitors (15s)", o.scrapeInterval)
+	}
+	// rate() and increase() need two scrapes inside a step: a shorter
+	// step has no value, and the judgement would always be inconclusive.
+	twoScrapes := 2 * o.scrapeInterval
 	step := o.step
 	if step == 0 {
-		// A 24th of the window in whole seconds: hourly for 24h, 2s for 70s.
-		step = max((o.window / 24).Truncate(time.Second), time.Second)
+		// A 24th of the window in whole seconds (hourly for 24h), and at
+		// least two scrapes.
+		step = max((o.window / 24).Truncate(time.Second), time.Second, (twoScrapes + time.Second - 1).Truncate(time.Second))
 	}
+	minSteps := time.Duration(canary.DefaultRules.MinSteps)
 	switch {
 	case step < time.Second || step%time.Second != 0:
 		return nil, fmt.Errorf("--step %v: want whole seconds, at least 1s", step)
-	case o.window/step < time.Duration(canary.DefaultRules.MinSteps):
-		return nil, fmt.Errorf("--step %v: the window %v has %d steps, a host needs at least %d", step, o.window, o.window/step, canary.DefaultRules.MinSteps)
+	case step < twoScrapes:
+		return nil, fmt.Errorf("--step %v: under two scrape intervals (--scrape-interval %v): rate() needs two scrapes in a step, so every step would be empty", step, o.scrapeInterval)
+	case o.window/step < minSteps:
+		return nil, fmt.Errorf("--step %v: the window %v has %d steps of it, a host needs at least %d (a window of at least %v, steps of at least two scrape intervals, --scrape-interval %v)", step, o.window, o.window/step, minSteps, minSteps*step, o.scrapeInterval)
 	case o.window/step > 5000:
 		return nil, fmt.Errorf("--step %v: the window %v would have %d steps, at most 5000 (Prometheus answers at most 11,000 points a series)", step, o.window, o.window/step)
 	}
-	end := now
+	// By default the window ends two scrape intervals ago: a sample is
+	// stamped with its scrape's start and lands only when the scrape
+	// returns (up to scrape_timeout, at most one interval, later), so the
+	// last interval's samples may be missing yet; the second interval is
+	// slack for a delayed scrape or a remote-write hop. The judge needs
+	// every canary host's values in the window's last steps.
+	end := now.Add(-twoScrapes)
 	if o.end != "" {
 		if end, err = parseTime(o.end); err != nil {
 			return nil, fmt.Errorf("--end %q: want RFC 3339 or unix seconds", o.end)
+		}
+		if end.After(now) {
+			return nil, fmt.Errorf("--end %s is in the future (now is %s): the window's last steps have no data yet", end.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		}
 	}
 	r.window = canaryprom.Window{End: end, Length: o.window, Step: step}
@@ -215,14 +250,91 @@ func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
 		r.slo = append(r.slo, sloTerm{Term: t.Text, Metric: t.Metric, Op: t.Op, Limit: limit, metric: m})
 	}
 	if o.html != "" {
-		if st, err := os.Stat(filepath.Dir(o.html)); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("--html %s: no such directory", o.html)
+		if err := checkPage(o.html); err != nil {
+			return nil, err
 		}
 	}
 	if o.timeout <= 0 {
 		return nil, errors.New("--timeout must be positive")
 	}
 	return r, nil
+}
+
+// checkPrometheusURL checks --prometheus: an http or https URL of the
+// server's base (its /api/v1 is the client's to add), without a query.
+// It returns the URL to request, credentials included, and the redacted
+// form that every message prints instead.
+func checkPrometheusURL(raw string) (full, shown string, err error) {
+	if raw == "" {
+		return "", "", errors.New("--prometheus is required (Prometheus's URL, http://host:9090)")
+	}
+	want := "want http://host:port or https://host:port[/path]"
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return "", "", fmt.Errorf("--prometheus %s: %s", redactUnparsed(raw), want)
+	}
+	base := *u
+	base.RawQuery, base.ForceQuery, base.Fragment, base.RawFragment = "", false, "", ""
+	shown = strings.TrimRight(base.Redacted(), "/")
+	switch {
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
+		// "user:pass@host:9090" reads as scheme "user", opaque the rest.
+		return "", "", fmt.Errorf("--prometheus %s: %s", redactUnparsed(raw), want)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", "", fmt.Errorf("--prometheus %s (with a query or fragment): give the server's base URL alone", shown)
+	}
+	if p := "/" + strings.Trim(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
+		base.Path = strings.TrimRight(p[:strings.Index(p, "/api/v1")], "/")
+		base.RawPath = ""
+		return "", "", fmt.Errorf("--prometheus %s: give the server's base URL (%s), not its API's: the judge adds /api/v1/... itself", shown, strings.TrimRight(base.Redacted(), "/"))
+	}
+	return strings.TrimRight(u.String(), "/"), shown, nil
+}
+
+// redactUnparsed hides the password of a URL that url.Parse refused or
+// read as something else, as url.URL.Redacted does of a URL, and drops
+// its query and fragment (where tokens go).
+func redactUnparsed(raw string) string {
+	raw, _, _ = strings.Cut(raw, "#")
+	raw, _, _ = strings.Cut(raw, "?")
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	} else {
+		scheme += "://"
+	}
+	authority, path := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if user, _, hasPassword := strings.Cut(authority[:at], ":"); hasPassword {
+			authority = user + ":xxxxx" + authority[at:]
+		}
+	}
+	return scheme + authority + path
+}
+
+// checkPage checks that --html can be written: its directory exists, and
+// a file can be created there (a temporary one, removed at once).
+func checkPage(path string) error {
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("--html %s: no such directory %s", path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("--html %s: a directory, not a file", path)
+	}
+	f, err := os.CreateTemp(dir, ".lowlat-judge-check-*")
+	if err != nil {
+		return fmt.Errorf("--html %s: cannot create a file in %s: %w", path, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("--html %s: remove the test file %s: %w", path, name, err)
+	}
+	return nil
 }
 
 func parseTime(s string) (time.Time, error) {
@@ -301,6 +413,12 @@ func runCanaryJudge(ctx context.Context, env *Env, o *canaryJudgeOptions, _ []st
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("canary judge: %v", err)}
 	}
+	switch {
+	case o.validate:
+		return nil // the command line is one a judgement would run
+	case o.listHosts:
+		return listHosts(ctx, env, req, o.json)
+	}
 	j := judge(ctx, req)
 	if o.json {
 		if err := report.JSON(env.Stdout, j); err != nil {
@@ -325,13 +443,68 @@ func runCanaryJudge(ctx context.Context, env *Env, o *canaryJudgeOptions, _ []st
 	return &ExitError{Code: ExitCanaryInconclusive}
 }
 
+// newReader is the request's Prometheus client.
+func newReader(req *judgeRequest) (canaryprom.Reader, error) {
+	client, err := promapi.NewClient(promapi.Config{Address: req.url, Client: &http.Client{Timeout: req.timeout}})
+	if err != nil {
+		return canaryprom.Reader{}, fmt.Errorf("prometheus %s: %v", req.shown, err)
+	}
+	return canaryprom.Reader{API: v1.NewAPI(client), HostLabel: req.hostLabel, Address: req.shown}, nil
+}
+
+// hostListing is what --list-hosts prints.
+type hostListing struct {
+	Canary  judgeGroup `json:"canary"`
+	Control judgeGroup `json:"control"`
+}
+
+// listHosts prints the hosts each selector selects: those with a series
+// of any judged metric in the window (one read-only query). A Prometheus
+// that cannot answer, or answers only in part (warnings), exits 5 with one
+// line: a partial list is not the list.
+func listHosts(ctx context.Context, env *Env, req *judgeRequest, asJSON bool) error {
+	unanswered := func(err error) error {
+		return &ExitError{Code: ExitCanaryInconclusive, Err: fmt.Errorf("canary judge --list-hosts: %w", err)}
+	}
+	rd, err := newReader(req)
+	if err != nil {
+		return unanswered(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, req.timeout)
+	defer cancel()
+	hosts, warnings, err := rd.ListHosts(ctx, req.metrics, []canaryprom.Selector{req.canary, req.control}, req.window.End, req.window.Length)
+	if err != nil {
+		return unanswered(err)
+	}
+	if len(warnings) > 0 {
+		return unanswered(fmt.Errorf("prometheus %s warned, so the list may lack hosts: %s", req.shown, strings.Join(warnings, "; ")))
+	}
+	l := hostListing{
+		Canary:  judgeGroup{Selector: req.canary.String(), Hosts: hosts[0]},
+		Control: judgeGroup{Selector: req.control.String(), Hosts: hosts[1]},
+	}
+	if asJSON {
+		return report.JSON(env.Stdout, l)
+	}
+	for _, g := range []struct {
+		name string
+		judgeGroup
+	}{{"canary", l.Canary}, {"control", l.Control}} {
+		fmt.Fprintf(env.Stdout, "%s {%s}: %d hosts\n", g.name, g.Selector, len(g.Hosts))
+		for _, h := range g.Hosts {
+			fmt.Fprintf(env.Stdout, "  %s\n", h)
+		}
+	}
+	return nil
+}
+
 // judge reads every metric of both groups and judges them. Whatever goes
 // wrong in reading is an inconclusive judgement that says what, never an
 // error: a judge that cannot read cannot pass.
 func judge(ctx context.Context, req *judgeRequest) *judgement {
 	w := req.window
 	j := &judgement{
-		Prometheus: req.url,
+		Prometheus: req.shown,
 		Window:     judgeWindow{Start: w.Start().UTC(), End: w.End.UTC(), Step: w.Step.String()},
 		Canary:     judgeGroup{Selector: req.canary.String(), Hosts: []string{}},
 		Control:    judgeGroup{Selector: req.control.String(), Hosts: []string{}},
@@ -341,11 +514,10 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 		j.Verdict, j.Why = canary.Inconclusive, why
 		return j
 	}
-	client, err := promapi.NewClient(promapi.Config{Address: req.url, Client: &http.Client{Timeout: req.timeout}})
+	rd, err := newReader(req)
 	if err != nil {
-		return inconclusive(fmt.Sprintf("prometheus %s: %v", req.url, err))
+		return inconclusive(err.Error())
 	}
-	rd := canaryprom.Reader{API: v1.NewAPI(client), HostLabel: req.hostLabel, Address: req.url}
 	ctx, cancel := context.WithTimeout(ctx, req.timeout)
 	defer cancel()
 	var cs, ks []canaryprom.Series // each group's reads, for its hosts

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -149,6 +150,19 @@ func startPrometheus(t *testing.T, native bool, groups map[string][]*fakeHost) s
 	return "http://" + addr
 }
 
+// sameHosts says whether hosts are the fake hosts' addresses.
+func sameHosts(hosts []string, want []*fakeHost) bool {
+	if len(hosts) != len(want) {
+		return false
+	}
+	for _, h := range want {
+		if !slices.Contains(hosts, h.addr) {
+			return false
+		}
+	}
+	return true
+}
+
 // judged is what the tests read of canary judge's JSON.
 type judged struct {
 	Verdict string  `json:"verdict"`
@@ -246,6 +260,14 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	sel := func(fleet, group string) string { return fmt.Sprintf(`fleet=%q, group=%q`, fleet, group) }
 	for _, prom := range []struct{ name, url string }{{"classic", classic}, {"native", native}} {
 		t.Run(prom.name, func(t *testing.T) {
+			// The hosts each selector selects, as the playbook checks them.
+			var out bytes.Buffer
+			err := Main(context.Background(), []string{"canary", "judge", "--list-hosts", "--json", "--prometheus", prom.url, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
+				"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--metric", "p99,jitter,loss"}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+			var l struct{ Canary, Control struct{ Hosts []string } }
+			if jerr := json.Unmarshal(out.Bytes(), &l); err != nil || jerr != nil || !sameHosts(l.Canary.Hosts, fleets[0].canary) || !sameHosts(l.Control.Hosts, fleets[0].control) {
+				t.Errorf("--list-hosts: %v, %v:\n%s", err, jerr, out.String())
+			}
 			j, code, _ := run(t, prom.url, sel("worse", "canary"), sel("worse", "control"), "--slo", "p99<=100ms")
 			if j.Verdict != "fail" || code != ExitCanaryFail {
 				t.Errorf("a canary 2.5x slower with 4 %% loss: %s (exit %d), want fail (exit %d)", j.Verdict, code, ExitCanaryFail)

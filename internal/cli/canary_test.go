@@ -6,9 +6,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCanaryJudgeBadInput: each bad command line is one line naming what
@@ -31,6 +34,8 @@ func TestCanaryJudgeBadInput(t *testing.T) {
 		}
 		return append(args, flag, value)
 	}
+	future := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	dir := t.TempDir()
 	for _, c := range []struct {
 		name string
 		args []string
@@ -56,27 +61,53 @@ func TestCanaryJudgeBadInput(t *testing.T) {
 		{"fractional step", with("--step", "1500ms"), "whole seconds"},
 		// The default step of a window that 24 does not divide is whole
 		// seconds: the error is the metric's, not the step's.
-		{"unknown metric, odd window", append(with("--window", "70s"), "--metric", "latency"), `unknown metric "latency"`},
+		{"unknown metric, odd window", append(with("--window", "70s"), "--scrape-interval", "1s", "--metric", "latency"), `unknown metric "latency"`},
+		// Prometheus would answer 400 after the request.
+		{"a selector that names the metric", with("--canary", `__name__="lowlat_probe_rtt_seconds", group="canary"`), "__name__"},
+		{"end in the future", with("--end", future), "in the future"},
+		// rate() needs two scrapes in a step: shorter steps are empty.
+		{"step under two scrape intervals", with("--step", "20s"), "under two scrape intervals"},
+		{"the playbook's 90 s window at 15 s scrapes", with("--window", "90s"), "at least 6"},
+		{"step under two scrape intervals given", append(with("--step", "3s"), "--scrape-interval", "2s"), "under two scrape intervals"},
+		{"no scrape interval", with("--scrape-interval", "0s"), "--scrape-interval"},
+		{"the API's URL", with("--prometheus", srv.URL+"/api/v1"), "base URL (" + srv.URL + ")"},
+		{"the API's URL with a slash", with("--prometheus", srv.URL+"/prom/api/v1/"), "base URL (" + srv.URL + "/prom)"},
+		{"a query's URL", with("--prometheus", srv.URL+"/api/v1/query"), "base URL"},
+		{"credentials in a bad URL", with("--prometheus", "http://judge:s3cret@"+strings.TrimPrefix(srv.URL, "http://")+"/api/v1"), "judge:xxxxx@"},
+		{"credentials in an unparsable URL", with("--prometheus", "http://judge:s3cret@[::1/x"), "judge:xxxxx@"},
+		{"credentials without a scheme", with("--prometheus", "judge:s3cret@prom:9090"), "--prometheus"},
+		{"credentials and a query", with("--prometheus", "http://judge:s3cret@prom:9090/?token=t0ken"), "--prometheus"},
+		{"html a directory", with("--html", dir), "a directory"},
+		{"validate and list", append(with("--window", "1h"), "--validate", "--list-hosts"), "give one of them"},
 		{"bad SLO", with("--slo", "p99<=8"), "--slo"},
 		{"SLO on a metric the judge lacks", with("--slo", "goodput_mbps>=5mbit"), "--slo term"},
 		{"bad end", with("--end", "yesterday"), "--end"},
 		{"bad host label", with("--host-label", "a-b"), "--host-label"},
 		{"html in no directory", with("--html", "/nonexistent/dir/x.html"), "--html"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			err := Main(context.Background(), append([]string{"canary", "judge"}, c.args...), &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
-			if code := exitCode(err); code != ExitUsage {
-				t.Fatalf("exit %d (%v), want %d", code, err, ExitUsage)
-			}
-			msg := err.Error()
-			if strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
-				t.Errorf("error %q: want one line containing %q", msg, c.want)
-			}
-			if out.Len() > 0 {
-				t.Errorf("printed %q on a usage error", out.String())
-			}
-		})
+		// A judgement, --validate and --list-hosts check alike.
+		for _, mode := range [][]string{nil, {"--validate"}, {"--list-hosts", "--json"}} {
+			t.Run(strings.TrimSpace(c.name+" "+strings.Join(mode, " ")), func(t *testing.T) {
+				var out, errb bytes.Buffer
+				err := Main(context.Background(), append(append([]string{"canary", "judge"}, c.args...), mode...), &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+				if code := exitCode(err); code != ExitUsage {
+					t.Fatalf("exit %d (%v), want %d", code, err, ExitUsage)
+				}
+				msg := err.Error()
+				if strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
+					t.Errorf("error %q: want one line containing %q", msg, c.want)
+				}
+				// A URL's password and query are never echoed.
+				for _, secret := range []string{"s3cret", "t0ken"} {
+					if strings.Contains(msg+out.String()+errb.String(), secret) {
+						t.Errorf("error %q: shows %q", msg, secret)
+					}
+				}
+				if out.Len() > 0 {
+					t.Errorf("printed %q on a usage error", out.String())
+				}
+			})
+		}
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("bad command lines sent %d requests to Prometheus", n)
@@ -100,5 +131,113 @@ func TestCanaryJudgeBadInput(t *testing.T) {
 	err = Main(context.Background(), append([]string{"canary", "judge"}, with("--prometheus", gone)...), &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
 	if code := exitCode(err); code != ExitCanaryInconclusive || !strings.Contains(out.String(), "connection refused") || !strings.Contains(out.String(), "INCONCLUSIVE") {
 		t.Errorf("an unreachable Prometheus: exit %d:\n%s", code, out.String())
+	}
+}
+
+// runJudge runs canary judge with args, and returns its exit code, stdout
+// and the error's line.
+func runJudge(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Main(context.Background(), append([]string{"canary", "judge"}, args...), &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if errb.Len() > 0 {
+		t.Errorf("canary judge %v wrote on stderr: %q", args, errb.String())
+	}
+	return exitCode(err), out.String(), msg
+}
+
+// fakeEnd is a window's end on the fakes' grain, a few minutes ago.
+func fakeEnd() time.Time { return time.Now().Truncate(time.Minute).Add(-2 * time.Minute) }
+
+// onePart is a fleet's part function: one target, each host its own RTT.
+func onePart(canary bool, i int) []fakePart {
+	return []fakePart{{target: "edge", rtt: 0.010 * (1 + float64(i%3)/2)}}
+}
+
+// TestCanaryJudgeValidate: --validate checks the command line as a
+// judgement would, and that --html can be written, queries nothing and
+// prints nothing (the playbook runs it before changing any host).
+func TestCanaryJudgeValidate(t *testing.T) {
+	f := newFakeProm(t, &fakeProm{fleet: fakeFleet(2, 3, onePart)})
+	dir := t.TempDir()
+	for _, extra := range [][]string{nil, {"--html", dir + "/page.html", "--json", "--slo", "p99<=8ms"}} {
+		code, out, msg := runJudge(t, append([]string{"--validate", "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m"}, extra...)...)
+		if code != 0 || out != "" || msg != "" {
+			t.Errorf("--validate %v: exit %d, printed %q, error %q; want exit 0 and nothing", extra, code, out, msg)
+		}
+	}
+	if n := f.requests.Load(); n != 0 {
+		t.Errorf("--validate sent %d requests", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+		t.Errorf("--validate left %v in the page's directory", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
+		t.Errorf("--validate left %v in the page's directory", left)
+	}
+}
+
+// TestCanaryJudgeListHosts: --list-hosts prints the hosts each selector
+// selects (with a judged metric's series in the window) after one
+// read-only query; exit 5 with one line when Prometheus cannot answer or
+// answers in part.
+func TestCanaryJudgeListHosts(t *testing.T) {
+	end := fakeEnd()
+	fleet := fakeFleet(2, 3, onePart)
+	fleet = append(fleet,
+		fakeNode{name: "other:9431", labels: map[string]string{"group": "other"}, parts: onePart(false, 0)},
+		// Its series stopped before the window: not a host of it.
+		fakeNode{name: "gone:9431", labels: map[string]string{"group": "control"}, parts: onePart(false, 0), silentAfter: end.Add(-time.Hour)})
+	f := newFakeProm(t, &fakeProm{fleet: fleet})
+	args := []string{"--list-hosts", "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `{group="control"}`, "--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10)}
+	code, out, msg := runJudge(t, append(args, "--json")...)
+	want := `{
+  "canary": {
+    "selector": "group=\"canary\"",
+    "hosts": [
+      "c0:9431",
+      "c1:9431"
+    ]
+  },
+  "control": {
+    "selector": "group=\"control\"",
+    "hosts": [
+      "k0:9431",
+      "k1:9431",
+      "k2:9431"
+    ]
+  }
+}
+`
+	if code != 0 || out != want || msg != "" {
+		t.Errorf("--list-hosts --json: exit %d, error %q:\n%s\nwant:\n%s", code, msg, out, want)
+	}
+	qs := f.answered()
+	if len(qs) != 1 || qs[0].Path != "/api/v1/query" || !qs[0].End.Equal(end) {
+		t.Errorf("--list-hosts sent %+v, want one instant query at %v", qs, end)
+	}
+	code, out, _ = runJudge(t, args...)
+	if code != 0 || out != "canary {group=\"canary\"}: 2 hosts\n  c0:9431\n  c1:9431\ncontrol {group=\"control\"}: 3 hosts\n  k0:9431\n  k1:9431\n  k2:9431\n" {
+		t.Errorf("--list-hosts: exit %d:\n%s", code, out)
+	}
+
+	for _, c := range []struct {
+		name string
+		f    *fakeProm
+		want string
+	}{
+		{"an error", &fakeProm{fleet: fleet, status: 503}, "list the hosts"},
+		{"a partial answer", &fakeProm{fleet: fleet, warnings: []string{"store gateway 10.0.0.7 down"}}, "store gateway 10.0.0.7 down"},
+	} {
+		f := newFakeProm(t, c.f)
+		args[2] = f.url()
+		code, out, msg := runJudge(t, append(args, "--json")...)
+		if code != ExitCanaryInconclusive || out != "" || strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
+			t.Errorf("--list-hosts, %s: exit %d, printed %q, error %q; want exit %d, one line with %q", c.name, code, out, msg, ExitCanaryInconclusive, c.want)
+		}
 	}
 }
