@@ -572,7 +572,7 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 	}
 	// The SLO, on the canary group over the whole window.
 	for _, t := range req.slo {
-		x, err := rd.Group(ctx, t.metric, req.canary, w)
+		x, _, err := rd.Group(ctx, t.metric, req.canary, w)
 		if err != nil {
 			return inconclusive(err.Error())
 		}
@@ -591,20 +591,14 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 	return j
 }
 
-// hostsOf are the judge's hosts of one group: every host of the group, with
-// NaN steps where this metric has no values for it (so a host whose
-// series is missing is thin, and the metric inconclusive).
+// hostsOf are the judge's hosts of one group: every host of the group,
+// with the parts this metric has for it (none where its series are
+// missing, so the metric is inconclusive for a canary host and leaves a
+// control host out).
 func hostsOf(s canaryprom.Series, hosts []string) []canary.Host {
 	out := make([]canary.Host, 0, len(hosts))
 	for _, h := range hosts {
-		after, before := s.After[h], s.Before[h]
-		if after == nil {
-			after = make([]float64, len(s.Times))
-			for i := range after {
-				after[i] = math.NaN()
-			}
-		}
-		out = append(out, canary.Single(h, after, before))
+		out = append(out, canary.Host{Name: h, Parts: s.Hosts[h]})
 	}
 	return out
 }

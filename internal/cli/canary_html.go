@@ -103,19 +103,21 @@ func metricSection(m metricResult, pair [2]canaryprom.Series, j *judgement) repo
 		}
 		var vals []float64
 		for i, h := range hosts {
-			var pts [][2]float64
-			n := len(s.After[h])
-			for k, v := range s.Before[h] {
-				pts = append(pts, [2]float64{float64(k-n+1) * step, v * scale})
-			}
-			for k, v := range s.After[h] {
-				pts = append(pts, [2]float64{float64(k+1) * step, v * scale})
-				if !math.IsNaN(v) {
-					vals = append(vals, v*scale)
+			for _, p := range s.Hosts[h] {
+				var pts [][2]float64
+				n := len(p.After)
+				for k, v := range p.Before {
+					pts = append(pts, [2]float64{float64(k-n+1) * step, v * scale})
 				}
-			}
-			if len(pts) > 0 {
-				series.Series = append(series.Series, report.Series{Name: name + " " + h, Points: pts, Color: colors[i%len(colors)], Breaks: true})
+				for k, v := range p.After {
+					pts = append(pts, [2]float64{float64(k+1) * step, v * scale})
+					if !math.IsNaN(v) {
+						vals = append(vals, v*scale)
+					}
+				}
+				if len(pts) > 0 {
+					series.Series = append(series.Series, report.Series{Name: name + " " + h + " {" + p.Key + "}", Points: pts, Color: colors[i%len(colors)], Breaks: true})
+				}
 			}
 		}
 		if len(vals) > 0 {

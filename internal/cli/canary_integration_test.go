@@ -246,7 +246,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	run := func(t *testing.T, prom, canarySel, controlSel string, extra ...string) (judged, int, string) {
 		t.Helper()
 		args := append([]string{"canary", "judge", "--prometheus", prom, "--canary", canarySel, "--control", controlSel,
-			"--window", phase.String(), "--step", "2s", "--end", end, "--json", "--metric", "p99,loss"}, extra...)
+			"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--json", "--metric", "p99,loss"}, extra...)
 		var out, errb bytes.Buffer
 		err := Main(context.Background(), args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 		code := exitCode(err)
@@ -321,7 +321,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := Main(context.Background(), []string{"canary", "judge", "--prometheus", classic, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
-		"--window", phase.String(), "--step", "2s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+		"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
 	if exitCode(err) != ExitCanaryFail || !strings.Contains(out.String(), "canary judge: FAIL") || !strings.Contains(out.String(), "p99") {
 		t.Errorf("text output (exit %d):\n%s", exitCode(err), out.String())
 	}

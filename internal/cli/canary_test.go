@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -238,6 +240,108 @@ func TestCanaryJudgeListHosts(t *testing.T) {
 		code, out, msg := runJudge(t, append(args, "--json")...)
 		if code != ExitCanaryInconclusive || out != "" || strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
 			t.Errorf("--list-hosts, %s: exit %d, printed %q, error %q; want exit %d, one line with %q", c.name, code, out, msg, ExitCanaryInconclusive, c.want)
+		}
+	}
+}
+
+// judgeFake runs a judgement of the fake's fleet over a 24 min window of
+// minute steps ending at end (the canary changed at its start), as JSON.
+func judgeFake(t *testing.T, f *fakeProm, end time.Time, extra ...string) (int, judged, string) {
+	t.Helper()
+	f.change = end.Add(-24 * time.Minute)
+	args := append([]string{"--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`,
+		"--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10), "--json"}, extra...)
+	code, out, msg := runJudge(t, args...)
+	var j judged
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("canary judge %v: exit %d (%s), not JSON: %v\n%s", args, code, msg, err, out)
+	}
+	t.Logf("%v: %s (exit %d): %s", extra, j.Verdict, code, j.Why)
+	return code, j, out
+}
+
+// TestCanaryJudgeParts: each host's targets are read apart. A canary whose
+// near target doubles beside a steady far one fails; in one histogram
+// summed over both (main's reading) the far target's tail hid it.
+func TestCanaryJudgeParts(t *testing.T) {
+	fleet := fakeFleet(3, 5, func(canary bool, i int) []fakePart {
+		near := fakePart{target: "near", rtt: 0.005 * (1 + float64(i%3)/2)}
+		if canary {
+			near.factor = 2
+		}
+		return []fakePart{near, {target: "far", rtt: 0.060 * (1 + float64(i%2)/4)}}
+	})
+	f := newFakeProm(t, &fakeProm{fleet: fleet})
+	code, j, _ := judgeFake(t, f, fakeEnd(), "--metric", "p99")
+	if code != ExitCanaryFail || j.Verdict != "fail" || len(j.Metrics) != 1 || j.Metrics[0].Effect == nil || *j.Metrics[0].Effect < 0.2 {
+		t.Errorf("a canary whose near target doubled: %s (exit %d) %+v, want fail with an effect over +20 %%", j.Verdict, code, j.Metrics)
+	}
+	for _, q := range f.answered() {
+		if strings.Contains(q.Query, "lowlat_probe_rtt_seconds") && !strings.Contains(q.Query, "by (instance, target, kind") {
+			t.Errorf("a query that sums the targets: %s", q.Query)
+		}
+	}
+}
+
+// TestCanaryJudgeLossCounts: loss is lost over sent probes over the whole
+// window, read as counts: a canary that lost 30 % in 2 of its 24 steps
+// fails against a control that lost none (a trimmed mean of the steps'
+// ratios dropped exactly those steps; without counts, a control all at 0
+// had no spread to judge against).
+func TestCanaryJudgeLossCounts(t *testing.T) {
+	end := fakeEnd()
+	first := end.Add(-24*time.Minute).Unix() / 60 // the window's first grain
+	fleet := fakeFleet(3, 5, func(canary bool, i int) []fakePart {
+		p := fakePart{target: "edge", rtt: 0.010}
+		if canary {
+			p.lost = func(g int64, changed bool) int {
+				if changed && (g-first == 7 || g-first == 16) {
+					return 30 * fakeProbes / 100
+				}
+				return 0
+			}
+		}
+		return []fakePart{p}
+	})
+	f := newFakeProm(t, &fakeProm{fleet: fleet})
+	code, j, _ := judgeFake(t, f, end, "--metric", "loss")
+	if code != ExitCanaryFail || j.Verdict != "fail" || len(j.Metrics) != 1 || j.Metrics[0].Effect == nil || math.Abs(*j.Metrics[0].Effect-2*0.3/24) > 0.002 {
+		t.Errorf("a canary losing 30 %% in 2 of 24 steps: %s (exit %d) %+v, want fail at +2.5 points", j.Verdict, code, j.Metrics)
+	}
+}
+
+// TestCanaryJudgeClassicBuckets: a canary host whose p99 stayed inside one
+// of the classic buckets (12.8 to 25.6 ms) in both windows could have moved
+// inside it unseen: inconclusive, saying so. The same fleet read from
+// native histograms passes.
+func TestCanaryJudgeClassicBuckets(t *testing.T) {
+	fleet := fakeFleet(2, 4, func(canary bool, i int) []fakePart {
+		rtt := []float64{0.007, 0.014, 0.028}[i%3]
+		if canary {
+			rtt = 0.014 // p99 ≈ 17.7 ms
+		}
+		return []fakePart{{target: "edge", rtt: rtt}}
+	})
+	end := fakeEnd()
+	for _, classic := range []bool{true, false} {
+		f := newFakeProm(t, &fakeProm{fleet: fleet, classic: classic})
+		code, j, _ := judgeFake(t, f, end, "--metric", "p99")
+		switch {
+		case len(j.Metrics) != 1:
+			t.Errorf("classic %v: %d metrics", classic, len(j.Metrics))
+		case classic && (code != ExitCanaryInconclusive || !strings.Contains(j.Metrics[0].Why, "inside one classic histogram bucket (12.8 ms to 25.6 ms)")):
+			t.Errorf("classic buckets: %s (exit %d): %s; want inconclusive: inside one bucket", j.Verdict, code, j.Metrics[0].Why)
+		case !classic && code != 0:
+			t.Errorf("native histograms: %s (exit %d): %s; want pass", j.Verdict, code, j.Metrics[0].Why)
+		}
+		var bounds int
+		for _, q := range f.answered() {
+			if strings.Contains(q.Query, "group by (instance, le)") {
+				bounds++
+			}
+		}
+		if want := map[bool]int{true: 2, false: 0}[classic]; bounds != want {
+			t.Errorf("classic %v: %d queries of the buckets' bounds, want %d (one a group where a host's quantile is classic)", classic, bounds, want)
 		}
 	}
 }
