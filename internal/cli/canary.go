@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,22 +73,26 @@ func newCanaryJudgeCmd(env *Env) *cobra.Command {
 		Short: "compare canary hosts with control hosts from Prometheus: pass, marginal, fail or inconclusive",
 		Long: `judge reads each host's value of each metric at each step of the window
 from Prometheus (lowlat monitor's series: probe RTT quantiles, jitter, loss,
-and the real-traffic histograms of the passive measurements), and of the
-same window before it, and compares the canary hosts with the control hosts.
+and the real-traffic histograms of the passive measurements), per part (a
+probe target and kind, a stage and port, a device and queue: like with
+like), and of the same window before it, and compares the canary hosts
+with the control hosts.
 
-Hosts are the unit: each host is one number a metric (the trimmed mean of
-its steps, on the log scale for times), compared with its own window
-before where every host has one; the groups are compared by a one-sided
-two-sample t test against a tolerance (+5 % for times, +0.5 points for
-loss). A metric fails when the canary is surely worse by more than the
-tolerance, is marginal when surely worse but maybe within it, and passes
-when not surely worse and its interval ends below 10 times the tolerance
-(+50 %, +5 points); an interval wider than that is inconclusive. The score is the weighted share of passes (a marginal counts
-half): 95 or more passes, under 75 fails. Too few hosts (under 2 a
-group), a host with gaps (values in under 80 % of its steps, or under 6),
-a missing series or an unreachable Prometheus: inconclusive, never pass.
---slo terms are checked on the canary group over the whole window; a term
-broken fails the canary.
+Hosts are the unit: each host is one number a metric (its parts' steps,
+never trimmed, on the log scale for times; loss as lost over sent probes
+over the window), compared with its own window before; the groups are
+compared one-sided against a tolerance (+5 % for times, +0.5 points for
+loss), each metric at 5 % divided by the number of metrics. A metric fails
+when the canary is surely worse by more than the tolerance, is marginal
+when surely worse but maybe within it, passes when its interval also rules
+out more than 3 times the tolerance, and is inconclusive otherwise. The
+most severe metric, --slo term or reading decides the verdict; the score
+(the weighted share of passes) is a figure to read. Thin data (under 2
+hosts a group, a canary host with gaps or silent in the window's last
+steps, a quantile that stayed inside one classic bucket), a missing series,
+a Prometheus that does not answer or warns that its answer is partial:
+inconclusive, never pass. --slo terms are checked on the canary group over
+the whole window; a term broken fails the canary.
 
 --validate checks the command line and queries nothing (exit 0 or 2);
 --list-hosts lists the hosts each selector selects (exit 0, 2, or 5 when
@@ -133,6 +139,7 @@ type judgeRequest struct {
 	slo             []sloTerm
 	hostLabel       string
 	timeout         time.Duration
+	scrapeInterval  time.Duration
 }
 
 // sloTerm is one --slo term on a judged metric; Limit in the metric's
@@ -151,7 +158,7 @@ var promLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 // wrong with them. Nothing is queried before it passes; --validate is
 // this alone.
 func checkJudge(o *canaryJudgeOptions, now time.Time) (*judgeRequest, error) {
-	r := &judgeRequest{hostLabel: o.hostLabel, timeout: o.timeout}
+	r := &judgeRequest{hostLabel: o.hostLabel, timeout: o.timeout, scrapeInterval: o.scrapeInterval}
 	if o.validate && o.listHosts {
 		return nil, errors.New("--validate and --list-hosts: give one of them")
 	}
@@ -350,24 +357,38 @@ func parseTime(s string) (time.Time, error) {
 
 // judgement is the whole result, as --json prints it.
 type judgement struct {
-	Verdict    canary.Class   `json:"verdict"`
-	Score      float64        `json:"score"`
-	Why        string         `json:"why"`
+	Verdict canary.Class `json:"verdict"`
+	// Score is a figure to read (the weighted share of metrics that
+	// passed); the most severe finding decides the verdict.
+	Score float64 `json:"score"`
+	Why   string  `json:"why"`
+	// Decided names the metric, SLO term or reading that decided the
+	// verdict ("" when every metric passed).
+	Decided    string         `json:"decided,omitempty"`
 	Prometheus string         `json:"prometheus"`
 	Window     judgeWindow    `json:"window"`
 	Canary     judgeGroup     `json:"canary"`
 	Control    judgeGroup     `json:"control"`
 	Metrics    []metricResult `json:"metrics"`
 	SLO        []sloResult    `json:"slo,omitempty"`
+	// Warnings are Prometheus's (a partial answer, with a store down):
+	// they make the verdict inconclusive.
+	Warnings []string `json:"warnings,omitempty"`
+	// HTMLError says why --html could not be written ("": it was, or was
+	// not asked for).
+	HTMLError string `json:"html_error,omitempty"`
 
-	// series keep what was read, for the HTML page.
+	// series keep what was read, for the HTML page; level is the one-sided
+	// level each metric's bounds hold at.
 	series map[string][2]canaryprom.Series
+	level  float64
 }
 
 type judgeWindow struct {
-	Start time.Time `json:"start"`
-	End   time.Time `json:"end"`
-	Step  string    `json:"step"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	Step           string    `json:"step"`
+	ScrapeInterval string    `json:"scrape_interval"`
 }
 
 type judgeGroup struct {
@@ -387,12 +408,30 @@ type metricResult struct {
 	Effect        *float64     `json:"effect"`
 	EffectLo      *float64     `json:"effect_lo"`
 	EffectHi      *float64     `json:"effect_hi"`
+	Level         float64      `json:"level"`
 	P             *float64     `json:"p"`
 	PBeyond       *float64     `json:"p_beyond_tolerance"`
 	CanaryMedian  *float64     `json:"canary_median"`
 	ControlMedian *float64     `json:"control_median"`
 	Unit          string       `json:"unit"`
+	Resolution    string       `json:"resolution,omitempty"`
+	Notes         []string     `json:"notes,omitempty"`
+	Hosts         []hostResult `json:"hosts"`
 	raw           canary.MetricResult
+}
+
+// hostResult is canary.HostNumber as JSON carries it, with the histogram
+// its quantile came from.
+type hostResult struct {
+	Host  string `json:"host"`
+	Group string `json:"group"`
+	// Effect is the host's number against the control's mean; null for
+	// a host left out.
+	Effect    *float64 `json:"effect"`
+	Baseline  bool     `json:"baseline"`
+	Parts     int      `json:"parts"`
+	Left      string   `json:"left_out,omitempty"`
+	Histogram string   `json:"histogram,omitempty"` // native or classic
 }
 
 type sloResult struct {
@@ -406,6 +445,25 @@ func num(f float64) *float64 {
 		return nil
 	}
 	return &f
+}
+
+// newMetricResult is r as JSON carries it; level is the level its bounds
+// hold at, pair what was read (for each host's histogram).
+func newMetricResult(m canaryprom.Metric, r canary.MetricResult, level float64, pair [2]canaryprom.Series) metricResult {
+	mr := metricResult{
+		Metric: r.Metric, Class: r.Class, Why: r.Why, CanaryHosts: r.Canary, ControlHosts: r.Control, Baseline: r.Baseline,
+		Effect: num(r.Effect), EffectLo: num(r.Lo), EffectHi: num(r.Hi), Level: level, P: num(r.P), PBeyond: num(r.PBeyond),
+		CanaryMedian: num(r.CanaryMedian), ControlMedian: num(r.ControlMedian), Unit: m.Unit,
+		Resolution: r.Resolution, Notes: r.Notes, Hosts: []hostResult{}, raw: r,
+	}
+	for _, h := range r.Hosts {
+		src := pair[0].Source[h.Host]
+		if h.Group == "control" {
+			src = pair[1].Source[h.Host]
+		}
+		mr.Hosts = append(mr.Hosts, hostResult{Host: h.Host, Group: h.Group, Effect: num(h.Effect), Baseline: h.Baseline, Parts: h.Parts, Left: h.Left, Histogram: src})
+	}
+	return mr
 }
 
 func runCanaryJudge(ctx context.Context, env *Env, o *canaryJudgeOptions, _ []string) error {
@@ -499,96 +557,105 @@ func listHosts(ctx context.Context, env *Env, req *judgeRequest, asJSON bool) er
 }
 
 // judge reads every metric of both groups and judges them. Whatever goes
-// wrong in reading is an inconclusive judgement that says what, never an
-// error: a judge that cannot read cannot pass.
+// wrong in reading is an inconclusive finding that says what, never an
+// error: a judge that cannot read cannot pass, and a metric that could not
+// be read does not hide another's sure fail (canary.Combine decides).
 func judge(ctx context.Context, req *judgeRequest) *judgement {
 	w := req.window
 	j := &judgement{
 		Prometheus: req.shown,
-		Window:     judgeWindow{Start: w.Start().UTC(), End: w.End.UTC(), Step: w.Step.String()},
+		Window:     judgeWindow{Start: w.Start().UTC(), End: w.End.UTC(), Step: w.Step.String(), ScrapeInterval: req.scrapeInterval.String()},
 		Canary:     judgeGroup{Selector: req.canary.String(), Hosts: []string{}},
 		Control:    judgeGroup{Selector: req.control.String(), Hosts: []string{}},
 		series:     map[string][2]canaryprom.Series{},
+		level:      canary.DefaultRules.Alpha / float64(len(req.metrics)),
 	}
-	inconclusive := func(why string) *judgement {
-		j.Verdict, j.Why = canary.Inconclusive, why
+	inconclusive := func(decided, why string) *judgement {
+		j.Verdict, j.Decided, j.Why = canary.Inconclusive, decided, why
 		return j
 	}
 	rd, err := newReader(req)
 	if err != nil {
-		return inconclusive(err.Error())
+		return inconclusive("prometheus", err.Error())
 	}
 	ctx, cancel := context.WithTimeout(ctx, req.timeout)
 	defer cancel()
+	var warnings []string
+	unread := map[string]error{}
 	var cs, ks []canaryprom.Series // each group's reads, for its hosts
 	for _, m := range req.metrics {
 		var pair [2]canaryprom.Series
 		for i, sel := range []canaryprom.Selector{req.canary, req.control} {
 			s, err := rd.Read(ctx, m, sel, w)
 			if err != nil {
-				return inconclusive(err.Error())
+				unread[m.Name()] = err
+				break
 			}
 			pair[i] = s
+			warnings = append(warnings, s.Warnings...)
 		}
-		j.series[m.Name()] = pair
-		cs, ks = append(cs, pair[0]), append(ks, pair[1])
+		if unread[m.Name()] == nil {
+			j.series[m.Name()] = pair
+			cs, ks = append(cs, pair[0]), append(ks, pair[1])
+		}
 	}
 	j.Canary.Hosts, j.Control.Hosts = canaryprom.Hosts(cs...), canaryprom.Hosts(ks...)
 	for _, h := range j.Canary.Hosts {
-		for _, k := range j.Control.Hosts {
-			if h == k {
-				return inconclusive(fmt.Sprintf("host %s is in both groups: the selectors must not overlap", h))
-			}
+		if slices.Contains(j.Control.Hosts, h) {
+			return inconclusive("selectors", fmt.Sprintf("host %s is in both groups: the selectors must not overlap", h))
 		}
 	}
+	rules := canary.DefaultRules
+	rules.Family = len(req.metrics)
 	var judged []canary.Metric
 	var results []canary.MetricResult
 	for _, m := range req.metrics {
 		pair := j.series[m.Name()]
-		rules := canary.DefaultRules
-		rules.Family = len(req.metrics)
-		r := canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts), hostsOf(pair[1], j.Control.Hosts), rules)
+		var r canary.MetricResult
+		if err := unread[m.Name()]; err != nil {
+			r = canary.Unjudged(m.Judge, err.Error())
+		} else {
+			r = canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts), hostsOf(pair[1], j.Control.Hosts), rules)
+		}
 		judged, results = append(judged, m.Judge), append(results, r)
-		j.Metrics = append(j.Metrics, metricResult{
-			Metric: r.Metric, Class: r.Class, Why: r.Why, CanaryHosts: r.Canary, ControlHosts: r.Control, Baseline: r.Baseline,
-			Effect: num(r.Effect), EffectLo: num(r.Lo), EffectHi: num(r.Hi), P: num(r.P), PBeyond: num(r.PBeyond),
-			CanaryMedian: num(r.CanaryMedian), ControlMedian: num(r.ControlMedian), Unit: m.Unit, raw: r,
-		})
+		j.Metrics = append(j.Metrics, newMetricResult(m, r, j.level, pair))
 	}
-	v := canary.Combine(judged, results, nil, nil)
-	j.Verdict, j.Score = v.Class, v.Score
-	// The verdict's line: the first metric of the verdict's class, or
-	// every metric's effect when all passed.
-	var effects []string
-	for i, r := range results {
-		if r.Class == v.Class && r.Class != canary.Pass {
-			j.Why = req.metrics[i].Name() + ": " + r.Why
-			break
-		}
-		effects = append(effects, req.metrics[i].Name()+" "+formatEffect(j.Metrics[i]))
-	}
-	if j.Why == "" {
-		j.Why = "not worse beyond the noise between hosts: " + strings.Join(effects, ", ")
-	}
-	// The SLO, on the canary group over the whole window.
+	// The SLO, on the canary group over the whole window: a broken term
+	// fails the canary whatever the metrics say, one without a value is
+	// inconclusive.
+	var slo []canary.SLOResult
+	var sloErr error
 	for _, t := range req.slo {
-		x, _, err := rd.Group(ctx, t.metric, req.canary, w)
+		x, warn, err := rd.Group(ctx, t.metric, req.canary, w)
 		if err != nil {
-			return inconclusive(err.Error())
+			sloErr = cmp.Or(sloErr, err)
+			j.SLO = append(j.SLO, sloResult{sloTerm: t})
+			continue
 		}
+		warnings = append(warnings, warn...)
 		res := sloResult{sloTerm: t, Value: num(x)}
 		res.OK = !math.IsNaN(x) && (x < t.Limit || (t.Op == "<=" && x == t.Limit))
 		j.SLO = append(j.SLO, res)
-		switch {
-		case math.IsNaN(x):
-			if j.Verdict != canary.Inconclusive {
-				j.Verdict, j.Why = canary.Inconclusive, fmt.Sprintf("slo %s: the canary group has no value of %s in the window", t.Term, t.Metric)
-			}
-		case !res.OK && j.Verdict != canary.Inconclusive:
-			j.Verdict, j.Why = canary.Fail, fmt.Sprintf("slo %s broken: the canary group's %s is %s", t.Term, t.Metric, formatValue(x, t.metric.Unit))
+		slo = append(slo, canary.SLOResult{Term: t.Term, Known: !math.IsNaN(x), OK: res.OK, Value: formatValue(x, t.metric.Unit)})
+	}
+	j.Warnings = uniq(warnings)
+	v := canary.Combine(judged, results, slo, j.Warnings)
+	if sloErr != nil && v.Class.Severity() < canary.Inconclusive.Severity() {
+		v.Class, v.Decided, v.Why = canary.Inconclusive, "prometheus", sloErr.Error()
+	}
+	j.Verdict, j.Score, j.Why, j.Decided = v.Class, v.Score, v.Why, v.Decided
+	return j
+}
+
+// uniq is ss without repeats, in order.
+func uniq(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
 		}
 	}
-	return j
+	return out
 }
 
 // hostsOf are the judge's hosts of one group: every host of the group,
@@ -650,32 +717,57 @@ func classStyle(c canary.Class) report.Style {
 // writeJudgement prints the text table.
 func writeJudgement(w io.Writer, j *judgement, color bool) error {
 	fmt.Fprintf(w, "canary judge: %s  score %.1f\n", report.Paint(strings.ToUpper(string(j.Verdict)), classStyle(j.Verdict), color), j.Score)
-	fmt.Fprintf(w, "window %s .. %s, step %s; canary %d hosts {%s}, control %d hosts {%s}\n\n",
-		j.Window.Start.Format(time.RFC3339), j.Window.End.Format(time.RFC3339), j.Window.Step, len(j.Canary.Hosts), j.Canary.Selector, len(j.Control.Hosts), j.Control.Selector)
+	fmt.Fprintf(w, "window %s .. %s, step %s, from %s; canary %d hosts {%s}, control %d hosts {%s}\n\n",
+		j.Window.Start.Format(time.RFC3339), j.Window.End.Format(time.RFC3339), j.Window.Step, j.Prometheus, len(j.Canary.Hosts), j.Canary.Selector, len(j.Control.Hosts), j.Control.Selector)
 	if len(j.Metrics) > 0 {
 		t := metricsTable(j)
 		if err := t.Render(w, color); err != nil {
 			return err
 		}
 	}
+	for _, m := range j.Metrics {
+		if m.Resolution != "" {
+			fmt.Fprintf(w, "%s: resolution: %s\n", m.Metric, m.Resolution)
+		}
+		for _, n := range m.Notes {
+			fmt.Fprintf(w, "%s: note: %s\n", m.Metric, n)
+		}
+	}
 	for _, s := range j.SLO {
-		state := "met"
-		if !s.OK {
-			state = "BROKEN"
-		}
-		v := math.NaN()
-		if s.Value != nil {
-			v = *s.Value
-		}
-		fmt.Fprintf(w, "slo %s: canary group %s: %s\n", s.Term, formatValue(v, s.metric.Unit), state)
+		fmt.Fprintf(w, "slo %s: %s\n", s.Term, sloState(s))
+	}
+	for _, warning := range j.Warnings {
+		fmt.Fprintf(w, "warning: prometheus %s: %s\n", j.Prometheus, warning)
 	}
 	_, err := fmt.Fprintf(w, "verdict: %s: %s\n", j.Verdict, j.Why)
 	return err
 }
 
+// sloState says a term's value on the canary group and whether it held.
+func sloState(s sloResult) string {
+	v := math.NaN()
+	if s.Value != nil {
+		v = *s.Value
+	}
+	state := "met"
+	switch {
+	case s.Value == nil:
+		state = "unknown"
+	case !s.OK:
+		state = "BROKEN"
+	}
+	return fmt.Sprintf("the canary group's %s over the window is %s: %s", s.Metric, formatValue(v, s.metric.Unit), state)
+}
+
+// intervalName names the interval [Lo, Hi] whose ends each hold at
+// the one-sided level: 1 − 2·level ("96.7 % interval" for three metrics).
+func intervalName(level float64) string {
+	return strings.TrimSuffix(strconv.FormatFloat(100*(1-2*level), 'f', 1, 64), ".0") + " % interval"
+}
+
 // metricsTable is the metrics' table, for the text output and the page.
 func metricsTable(j *judgement) *report.Table {
-	t := &report.Table{Header: []string{"metric", "class", "effect [90 % interval]", "canary", "control", "baseline", "why"}}
+	t := &report.Table{Header: []string{"metric", "class", "effect [" + intervalName(j.level) + "]", "canary", "control", "baseline", "why"}}
 	for _, m := range j.Metrics {
 		base := "no"
 		if m.Baseline {

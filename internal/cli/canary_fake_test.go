@@ -434,10 +434,11 @@ func (f *fakeProm) grains(at time.Time, rng time.Duration) func(func(int64) bool
 func (f *fakeProm) grainEnd(gi int64) time.Time { return time.Unix(0, (gi+1)*f.grain.Nanoseconds()) }
 
 // draw is a part's probes of one grain: lognormal around its RTT (σ 10 %
-// a probe), with the grain's own level (σ 5 %), the same for every query.
+// a probe), with the grain's own level (σ 5 %), the same for every query,
+// and for every run (seeded by the grain's place from the change).
 func (f *fakeProm) draw(host string, p fakePart, gi int64, changed bool) []float64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%s/%d", host, p.target, gi)
+	fmt.Fprintf(h, "%s/%s/%d", host, p.target, gi-f.change.UnixNano()/f.grain.Nanoseconds())
 	rng := rand.New(rand.NewPCG(h.Sum64(), 3))
 	level := p.rtt * math.Exp(0.05*rng.NormFloat64())
 	if changed && p.factor != 0 {

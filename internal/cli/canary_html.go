@@ -42,15 +42,10 @@ func writeJudgementHTML(path string, j *judgement) error {
 		top.Table = metricsTable(j)
 	}
 	for _, s := range j.SLO {
-		v := math.NaN()
-		if s.Value != nil {
-			v = *s.Value
-		}
-		state := "met"
-		if !s.OK {
-			state = "broken"
-		}
-		top.Notes = append(top.Notes, fmt.Sprintf("slo %s: the canary group's %s over the window is %s: %s", s.Term, s.Metric, formatValue(v, s.metric.Unit), state))
+		top.Notes = append(top.Notes, "slo "+s.Term+": "+sloState(s))
+	}
+	for _, w := range j.Warnings {
+		top.Notes = append(top.Notes, "warning: prometheus "+j.Prometheus+": "+w)
 	}
 	p.Sections = append(p.Sections, top)
 	for _, m := range j.Metrics {

@@ -165,21 +165,37 @@ func sameHosts(hosts []string, want []*fakeHost) bool {
 
 // judged is what the tests read of canary judge's JSON.
 type judged struct {
-	Verdict string  `json:"verdict"`
-	Score   float64 `json:"score"`
-	Why     string  `json:"why"`
-	Canary  struct {
+	Verdict    string   `json:"verdict"`
+	Score      float64  `json:"score"`
+	Why        string   `json:"why"`
+	Decided    string   `json:"decided"`
+	Prometheus string   `json:"prometheus"`
+	Warnings   []string `json:"warnings"`
+	HTMLError  string   `json:"html_error"`
+	Canary     struct {
 		Hosts []string `json:"hosts"`
 	} `json:"canary"`
 	Control struct {
 		Hosts []string `json:"hosts"`
 	} `json:"control"`
 	Metrics []struct {
-		Metric   string   `json:"metric"`
-		Class    string   `json:"class"`
-		Why      string   `json:"why"`
-		Baseline bool     `json:"baseline"`
-		Effect   *float64 `json:"effect"`
+		Metric     string   `json:"metric"`
+		Class      string   `json:"class"`
+		Why        string   `json:"why"`
+		Baseline   bool     `json:"baseline"`
+		Effect     *float64 `json:"effect"`
+		Level      float64  `json:"level"`
+		Resolution string   `json:"resolution"`
+		Notes      []string `json:"notes"`
+		Hosts      []struct {
+			Host      string   `json:"host"`
+			Group     string   `json:"group"`
+			Effect    *float64 `json:"effect"`
+			Baseline  bool     `json:"baseline"`
+			Parts     int      `json:"parts"`
+			Left      string   `json:"left_out"`
+			Histogram string   `json:"histogram"`
+		} `json:"hosts"`
 	} `json:"metrics"`
 	SLO []struct {
 		Term  string   `json:"term"`

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -343,5 +344,167 @@ func TestCanaryJudgeClassicBuckets(t *testing.T) {
 		if want := map[bool]int{true: 2, false: 0}[classic]; bounds != want {
 			t.Errorf("classic %v: %d queries of the buckets' bounds, want %d (one a group where a host's quantile is classic)", classic, bounds, want)
 		}
+	}
+}
+
+// nearDoubled is a fleet's parts: a near target that doubles on the
+// canary hosts beside a steady far one.
+func nearDoubled(canary bool, i int) []fakePart {
+	near := fakePart{target: "near", rtt: 0.005 * (1 + float64(i%3)/2)}
+	if canary {
+		near.factor = 2
+	}
+	return []fakePart{near, {target: "far", rtt: 0.060 * (1 + float64(i%2)/4)}}
+}
+
+// TestCanaryJudgeWarnings: Prometheus's warnings (a partial answer, a
+// store down) make a fleet that passes inconclusive, and are shown in the
+// JSON, the text and the page.
+func TestCanaryJudgeWarnings(t *testing.T) {
+	end := fakeEnd()
+	warning := "store gateway 10.0.0.7:10901 down: partial response"
+	code, j, _ := judgeFake(t, newFakeProm(t, &fakeProm{fleet: fakeFleet(2, 4, onePart)}), end, "--metric", "p99")
+	if code != 0 {
+		t.Fatalf("without warnings: %s (exit %d), want pass", j.Verdict, code)
+	}
+	f := newFakeProm(t, &fakeProm{fleet: fakeFleet(2, 4, onePart), warnings: []string{warning}})
+	page := filepath.Join(t.TempDir(), "judge.html")
+	code, j, _ = judgeFake(t, f, end, "--metric", "p99", "--html", page)
+	if code != ExitCanaryInconclusive || j.Decided != "prometheus" || !strings.Contains(j.Why, warning) || len(j.Warnings) != 1 || j.Warnings[0] != warning {
+		t.Errorf("with a warning: %s (exit %d), decided %q, why %q, warnings %q; want inconclusive, decided by it", j.Verdict, code, j.Decided, j.Why, j.Warnings)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil || !strings.Contains(string(html), warning) {
+		t.Errorf("the page (%v) does not show the warning", err)
+	}
+	_, out, _ := runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10), "--metric", "p99")
+	if !strings.Contains(out, "warning: prometheus "+f.url()+": "+warning) {
+		t.Errorf("the text does not show the warning:\n%s", out)
+	}
+}
+
+// TestCanaryJudgeVerdict: the verdict is canary.Combine's, with the SLO
+// terms and the warnings: a broken term fails the canary even where a
+// metric is inconclusive; a term with no value is inconclusive; the why
+// line names what decided; the JSON carries each metric's hosts, notes,
+// resolution and level, the text the real interval.
+func TestCanaryJudgeVerdict(t *testing.T) {
+	end := fakeEnd()
+	silent := fakeFleet(2, 4, onePart)
+	silent[0].silentAfter = end.Add(-3 * time.Minute) // silent in the window's last steps
+	for _, c := range []struct {
+		name    string
+		fleet   []fakeNode
+		args    []string
+		code    int
+		decided string
+		why     string
+	}{
+		{"a broken slo", fakeFleet(2, 4, onePart), []string{"--metric", "p99", "--slo", "p99<=5ms"}, ExitCanaryFail, "slo p99<=5ms", "slo p99<=5ms broken: the canary group's value is "},
+		{"a silent canary host", silent, []string{"--metric", "p99"}, ExitCanaryInconclusive, "p99", "p99: canary host c0:9431: part {target=\"edge\", kind=\"udp\"}: no value in some of the window's last"},
+		{"a broken slo beside a silent canary host", silent, []string{"--metric", "p99", "--slo", "p99<=5ms"}, ExitCanaryFail, "slo p99<=5ms", "slo p99<=5ms broken"},
+		{"an slo without a value", fakeFleet(2, 4, onePart), []string{"--metric", "p99", "--slo", "first_byte_p99<=100ms"}, ExitCanaryInconclusive, "slo first_byte_p99<=100ms", "slo first_byte_p99<=100ms: the canary group has no value"},
+		{"every metric passes", fakeFleet(2, 4, onePart), []string{"--metric", "p99,loss"}, 0, "", "every metric rules out harm past its bound: p99 "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, j, _ := judgeFake(t, newFakeProm(t, &fakeProm{fleet: c.fleet}), end, c.args...)
+			if code != c.code || j.Decided != c.decided || !strings.HasPrefix(j.Why, c.why) {
+				t.Errorf("%s (exit %d), decided %q: %s\nwant exit %d, decided %q, why starting %q", j.Verdict, code, j.Decided, j.Why, c.code, c.decided, c.why)
+			}
+		})
+	}
+
+	// Three metrics, a near target doubled on the canary hosts, a control
+	// host silent half the window.
+	fleet := fakeFleet(3, 5, nearDoubled)
+	fleet[7].silentAfter = end.Add(-12 * time.Minute)
+	f := newFakeProm(t, &fakeProm{fleet: fleet})
+	code, j, out := judgeFake(t, f, end)
+	if code != ExitCanaryFail || j.Decided == "" || !strings.HasPrefix(j.Why, j.Decided+": canary worse beyond the tolerance") || strings.Contains(j.Why, "not worse") {
+		t.Errorf("near target doubled: %s (exit %d), decided %q: %s; want fail, its why the deciding metric's", j.Verdict, code, j.Decided, j.Why)
+	}
+	for _, m := range j.Metrics {
+		if m.Level != 0.05/3 {
+			t.Errorf("%s: level %v, want %v", m.Metric, m.Level, 0.05/3)
+		}
+		if m.Metric != "p99" {
+			continue
+		}
+		if len(m.Hosts) != 8 || len(m.Notes) == 0 || !strings.Contains(m.Notes[0], "control host k4:9431") {
+			t.Errorf("p99: hosts %+v, notes %q; want every host, a note on k4", m.Hosts, m.Notes)
+		}
+		for _, h := range m.Hosts {
+			switch {
+			case h.Host == "k4:9431":
+				if h.Left == "" || h.Effect != nil || h.Group != "control" {
+					t.Errorf("p99: the silent control host: %+v, want left out, no effect", h)
+				}
+			case h.Parts != 2 || h.Effect == nil || h.Histogram != "native" || h.Group != map[bool]string{true: "canary", false: "control"}[h.Host[0] == 'c']:
+				t.Errorf("p99: host %+v, want 2 parts, an effect, native", h)
+			case h.Group == "canary" && *h.Effect < 0.2:
+				t.Errorf("p99: canary host %s's effect %+.3f, want over +20 %%", h.Host, *h.Effect)
+			}
+		}
+	}
+	if !strings.Contains(out, `"decided": "`) || !strings.Contains(out, `"level": 0.0166`) || !strings.Contains(out, `"left_out": "`) {
+		t.Errorf("the JSON lacks decided, level or left_out:\n%s", out)
+	}
+	_, text, _ := runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10))
+	for _, want := range []string{"EFFECT [96.7 % INTERVAL]", "p99: note: control host k4:9431", "verdict: fail: " + j.Decided + ": "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestCanaryJudgeDefaultEnd: without --end the window ends two scrape
+// intervals ago, so its last step is complete.
+func TestCanaryJudgeDefaultEnd(t *testing.T) {
+	f := newFakeProm(t, &fakeProm{fleet: fakeFleet(2, 4, onePart)})
+	before := time.Now()
+	runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--metric", "p99", "--scrape-interval", "20s")
+	qs := f.answered()
+	if len(qs) == 0 {
+		t.Fatal("no query")
+	}
+	for _, q := range qs {
+		if lag := before.Sub(q.End); lag < 39*time.Second || lag > 45*time.Second {
+			t.Errorf("%s ends %v before now, want 40 s (two scrape intervals of 20 s)", q.Path, lag)
+		}
+	}
+}
+
+// TestCanaryJudgeCredentials: a URL's credentials authenticate the
+// requests and are never shown: the JSON, the text and the page print the
+// redacted URL, and so do the errors.
+func TestCanaryJudgeCredentials(t *testing.T) {
+	f := newFakeProm(t, &fakeProm{fleet: fakeFleet(2, 4, onePart), auth: "judge:s3cret"})
+	withAuth := strings.Replace(f.url(), "http://", "http://judge:s3cret@", 1)
+	shown := strings.Replace(f.url(), "http://", "http://judge:xxxxx@", 1)
+	page := filepath.Join(t.TempDir(), "judge.html")
+	args := []string{"--prometheus", withAuth, "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--end", strconv.FormatInt(fakeEnd().Unix(), 10), "--metric", "p99", "--html", page}
+	code, out, msg := runJudge(t, append(args, "--json")...)
+	var j judged
+	if err := json.Unmarshal([]byte(out), &j); err != nil || code != 0 || j.Prometheus != shown {
+		t.Errorf("exit %d (%s), prometheus %q (%v), want a pass read with the credentials, shown as %s", code, msg, j.Prometheus, err, shown)
+	}
+	_, text, _ := runJudge(t, args...)
+	html, _ := os.ReadFile(page)
+	for what, s := range map[string]string{"JSON": out, "text": text, "page": string(html)} {
+		if strings.Contains(s, "s3cret") || !strings.Contains(s, shown) {
+			t.Errorf("the %s shows the password, or not the redacted URL:\n%s", what, s)
+		}
+	}
+	// Unreachable: the error says so without the password.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://judge:s3cret@" + l.Addr().String()
+	l.Close()
+	args[1] = gone
+	code, out, _ = runJudge(t, args...)
+	if code != ExitCanaryInconclusive || strings.Contains(out, "s3cret") || !strings.Contains(out, "connection refused") {
+		t.Errorf("unreachable with credentials: exit %d:\n%s", code, out)
 	}
 }
