@@ -478,6 +478,16 @@ func runCanaryJudge(ctx context.Context, env *Env, o *canaryJudgeOptions, _ []st
 		return listHosts(ctx, env, req, o.json)
 	}
 	j := judge(ctx, req)
+	// The page first, so the JSON can say it failed. A page that cannot
+	// be written keeps the verdict's exit code (a fail stays a fail), but
+	// a pass becomes 1: the user asked for a page and got none.
+	var pageErr error
+	if o.html != "" {
+		if err := writeJudgementHTML(o.html, j); err != nil {
+			pageErr = fmt.Errorf("write %s: %w", o.html, err)
+			j.HTMLError = pageErr.Error()
+		}
+	}
 	if o.json {
 		if err := report.JSON(env.Stdout, j); err != nil {
 			return err
@@ -485,20 +495,23 @@ func runCanaryJudge(ctx context.Context, env *Env, o *canaryJudgeOptions, _ []st
 	} else if err := writeJudgement(env.Stdout, j, env.TTY); err != nil {
 		return err
 	}
-	if o.html != "" {
-		if err := writeJudgementHTML(o.html, j); err != nil {
-			return fmt.Errorf("canary judge: write %s: %w", o.html, err)
-		}
-	}
+	code := 0
 	switch j.Verdict {
 	case canary.Pass:
-		return nil
 	case canary.Marginal:
-		return &ExitError{Code: ExitCanaryMarginal}
+		code = ExitCanaryMarginal
 	case canary.Fail:
-		return &ExitError{Code: ExitCanaryFail}
+		code = ExitCanaryFail
+	default:
+		code = ExitCanaryInconclusive
 	}
-	return &ExitError{Code: ExitCanaryInconclusive}
+	if pageErr != nil {
+		return &ExitError{Code: max(code, 1), Err: fmt.Errorf("canary judge: %v (the verdict, %s, stands)", pageErr, j.Verdict)}
+	}
+	if code == 0 {
+		return nil
+	}
+	return &ExitError{Code: code}
 }
 
 // newReader is the request's Prometheus client.

@@ -46,6 +46,8 @@ type fakeProm struct {
 	status   int
 	// auth is the basic auth every request must carry ("": none).
 	auth string
+	// onRequest runs before each answer (nil: nothing).
+	onRequest func()
 
 	requests atomic.Int64
 	mu       sync.Mutex
@@ -101,6 +103,9 @@ func (f *fakeProm) answered() []fakeQuery {
 
 func (f *fakeProm) serve(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
+	if f.onRequest != nil {
+		f.onRequest()
+	}
 	if f.auth != "" {
 		if u, p, ok := r.BasicAuth(); !ok || u+":"+p != f.auth {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)

@@ -508,3 +508,46 @@ func TestCanaryJudgeCredentials(t *testing.T) {
 		t.Errorf("unreachable with credentials: exit %d:\n%s", code, out)
 	}
 }
+
+// TestCanaryJudgeHTMLFails: a page that cannot be written (its directory
+// removed once the judgement began) keeps the verdict's exit code, says so
+// in one line and in the JSON; a pass becomes exit 1 (no page).
+func TestCanaryJudgeHTMLFails(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		f        *fakeProm
+		verdict  string
+		code     int
+		metricFl []string
+	}{
+		{"fail", &fakeProm{fleet: fakeFleet(3, 5, nearDoubled)}, "fail", ExitCanaryFail, nil},
+		{"inconclusive", &fakeProm{fleet: fakeFleet(2, 4, onePart), warnings: []string{"a store is down"}}, "inconclusive", ExitCanaryInconclusive, nil},
+		{"pass", &fakeProm{fleet: fakeFleet(2, 4, onePart)}, "pass", 1, []string{"--metric", "p99"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "pages")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c.f.onRequest = func() { os.RemoveAll(dir) }
+			f := newFakeProm(t, c.f)
+			end := fakeEnd()
+			f.change = end.Add(-24 * time.Minute)
+			args := append([]string{"--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`,
+				"--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10), "--html", filepath.Join(dir, "judge.html")}, c.metricFl...)
+			code, out, msg := runJudge(t, append(args, "--json")...)
+			var j judged
+			if err := json.Unmarshal([]byte(out), &j); err != nil {
+				t.Fatalf("not JSON (%v):\n%s", err, out)
+			}
+			if code != c.code || j.Verdict != c.verdict || !strings.Contains(j.HTMLError, "judge.html") || strings.Contains(msg, "\n") || !strings.Contains(msg, "judge.html") {
+				t.Errorf("exit %d, verdict %s, html_error %q, error %q; want exit %d, %s, the page's error in the JSON and one line", code, j.Verdict, j.HTMLError, msg, c.code, c.verdict)
+			}
+			os.Mkdir(dir, 0o755)
+			code, _, _ = runJudge(t, args...)
+			if code != c.code {
+				t.Errorf("text: exit %d, want %d", code, c.code)
+			}
+		})
+	}
+}
