@@ -699,20 +699,27 @@ func formatEffect(m metricResult) string {
 	if m.Effect == nil {
 		return "-"
 	}
-	f := func(p *float64) string {
-		if p == nil {
-			return "?"
-		}
-		if m.Unit == "" {
-			return fmt.Sprintf("%+.2f", 100**p)
-		}
-		return fmt.Sprintf("%+.1f", 100**p)
+	return effectNumber(m.Effect, m.Unit) + effectUnit(m.Unit) + " [" + effectNumber(m.EffectLo, m.Unit) + ", " + effectNumber(m.EffectHi, m.Unit) + "]"
+}
+
+// effectNumber prints an effect: a ratio − 1 as percent, points of loss;
+// "?" where it is not known.
+func effectNumber(p *float64, unit string) string {
+	switch {
+	case p == nil:
+		return "?"
+	case unit == "":
+		return fmt.Sprintf("%+.2f", 100**p)
 	}
-	unit := " %"
-	if m.Unit == "" {
-		unit = " pt"
+	return fmt.Sprintf("%+.1f", 100**p)
+}
+
+// effectUnit is an effect's unit: % for times, pt (points) for loss.
+func effectUnit(unit string) string {
+	if unit == "" {
+		return " pt"
 	}
-	return f(m.Effect) + unit + " [" + f(m.EffectLo) + ", " + f(m.EffectHi) + "]"
+	return " %"
 }
 
 func classStyle(c canary.Class) report.Style {

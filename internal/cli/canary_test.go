@@ -551,3 +551,51 @@ func TestCanaryJudgeHTMLFails(t *testing.T) {
 		})
 	}
 }
+
+// TestCanaryJudgePage: the page shows what the judge judged: each host's
+// number against the control with its group, the host left out and why,
+// the notes, the resolution, the warnings, and a chart of each part's
+// series per host; self-contained, no script.
+func TestCanaryJudgePage(t *testing.T) {
+	end := fakeEnd()
+	fleet := fakeFleet(2, 4, func(canary bool, i int) []fakePart {
+		if canary { // both parts' p99 inside one classic bucket
+			return []fakePart{{target: "near", rtt: 0.0035}, {target: "far", rtt: 0.014}}
+		}
+		return []fakePart{{target: "near", rtt: 0.002 * (1 + float64(i%3))}, {target: "far", rtt: 0.010 * (1 + float64(i%3))}}
+	})
+	fleet[5].silentAfter = end.Add(-12 * time.Minute)
+	f := newFakeProm(t, &fakeProm{fleet: fleet, classic: true, warnings: []string{"store 10.0.0.7 down"}})
+	page := filepath.Join(t.TempDir(), "judge.html")
+	if p := os.Getenv("LOWLAT_CANARY_HTML"); p != "" { // to look at it
+		page = p
+	}
+	code, j, _ := judgeFake(t, f, end, "--html", page)
+	if code != ExitCanaryInconclusive {
+		t.Errorf("%s (exit %d), want inconclusive", j.Verdict, code)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	for _, want := range []string{
+		"decided by", "a figure to read", "96.7 % interval", // three metrics
+		"<td>k3:9431</td><td>control</td><td>-</td>", "no part with enough values", // the host left out, and why
+		"<td class=\"s5\">c0:9431</td><td>canary</td><td>", "<td>classic</td>",
+		"control host k3:9431 part {target=&#34;far&#34;, kind=&#34;udp&#34;} left out", // a note
+		"stayed inside one classic histogram bucket",                                    // the resolution
+		"warning: prometheus " + f.url() + ": store 10.0.0.7 down",
+		"p99 {target=&#34;far&#34;, kind=&#34;udp&#34;}: each host", "p99 {target=&#34;near&#34;, kind=&#34;udp&#34;}: each host", // a chart a part
+		"<svg",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	for _, not := range []string{"<script", "pass at", "http://cdn", "src=\"http"} {
+		if strings.Contains(html, not) {
+			t.Errorf("the page has %q", not)
+		}
+	}
+}
