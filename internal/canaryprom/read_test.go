@@ -48,12 +48,12 @@ func stream(start time.Time, step time.Duration, labels map[string]string, vals 
 	return s
 }
 
-// TestReadParts: a host's series become one part per value of the
+// TestJudgeReadParts: a host's series become one part per value of the
 // metric's own labels; a host's quantile is native where it has the native
 // histogram (its classic side dropped, no buckets), classic otherwise
 // (with its buckets' bounds as the server has them); Prometheus's warnings
 // are kept.
-func TestReadParts(t *testing.T) {
+func TestJudgeReadParts(t *testing.T) {
 	w := Window{End: time.Unix(1e9, 0), Length: 4 * time.Minute, Step: time.Minute}
 	start := w.End.Add(-7 * time.Minute) // 2·4 steps, the last at End
 	m, _ := ParseMetric("p99")

@@ -176,11 +176,8 @@ func TestCanaryJudgeValidate(t *testing.T) {
 	if n := f.requests.Load(); n != 0 {
 		t.Errorf("--validate sent %d requests", n)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
-		t.Errorf("--validate left %v in the page's directory", left)
-	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
-		t.Errorf("--validate left %v in the page's directory", left)
+	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+		t.Errorf("--validate left %v in the page's directory (%v)", left, err)
 	}
 }
 
@@ -245,13 +242,19 @@ func TestCanaryJudgeListHosts(t *testing.T) {
 	}
 }
 
-// judgeFake runs a judgement of the fake's fleet over a 24 min window of
-// minute steps ending at end (the canary changed at its start), as JSON.
+// fakeArgs is the command line of a judgement of a fake fleet's groups
+// from url over a 24 min window of minute steps ending at end.
+func fakeArgs(url string, end time.Time, extra ...string) []string {
+	return append([]string{"--prometheus", url, "--canary", `group="canary"`, "--control", `group="control"`,
+		"--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10)}, extra...)
+}
+
+// judgeFake runs a judgement of the fake's fleet (fakeArgs; the canary
+// changed at the window's start), as JSON.
 func judgeFake(t *testing.T, f *fakeProm, end time.Time, extra ...string) (int, judged, string) {
 	t.Helper()
 	f.change = end.Add(-24 * time.Minute)
-	args := append([]string{"--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`,
-		"--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10), "--json"}, extra...)
+	args := fakeArgs(f.url(), end, append([]string{"--json"}, extra...)...)
 	code, out, msg := runJudge(t, args...)
 	var j judged
 	if err := json.Unmarshal([]byte(out), &j); err != nil {
@@ -377,7 +380,7 @@ func TestCanaryJudgeWarnings(t *testing.T) {
 	if err != nil || !strings.Contains(string(html), warning) {
 		t.Errorf("the page (%v) does not show the warning", err)
 	}
-	_, out, _ := runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10), "--metric", "p99")
+	_, out, _ := runJudge(t, fakeArgs(f.url(), end, "--metric", "p99")...)
 	if !strings.Contains(out, "warning: prometheus "+f.url()+": "+warning) {
 		t.Errorf("the text does not show the warning:\n%s", out)
 	}
@@ -449,7 +452,7 @@ func TestCanaryJudgeVerdict(t *testing.T) {
 	if !strings.Contains(out, `"decided": "`) || !strings.Contains(out, `"level": 0.0166`) || !strings.Contains(out, `"left_out": "`) {
 		t.Errorf("the JSON lacks decided, level or left_out:\n%s", out)
 	}
-	_, text, _ := runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10))
+	_, text, _ := runJudge(t, fakeArgs(f.url(), end)...)
 	for _, want := range []string{"EFFECT [96.7 % INTERVAL]", "p99: note: control host k4:9431", "verdict: fail: " + j.Decided + ": "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the text lacks %q:\n%s", want, text)
@@ -462,7 +465,7 @@ func TestCanaryJudgeVerdict(t *testing.T) {
 func TestCanaryJudgeDefaultEnd(t *testing.T) {
 	f := newFakeProm(t, &fakeProm{fleet: fakeFleet(2, 4, onePart)})
 	before := time.Now()
-	runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--metric", "p99", "--scrape-interval", "20s")
+	runJudge(t, "--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--metric", "p99", "--scrape-interval", "20s") // no --end
 	qs := f.answered()
 	if len(qs) == 0 {
 		t.Fatal("no query")
@@ -482,7 +485,7 @@ func TestCanaryJudgeCredentials(t *testing.T) {
 	withAuth := strings.Replace(f.url(), "http://", "http://judge:s3cret@", 1)
 	shown := strings.Replace(f.url(), "http://", "http://judge:xxxxx@", 1)
 	page := filepath.Join(t.TempDir(), "judge.html")
-	args := []string{"--prometheus", withAuth, "--canary", `group="canary"`, "--control", `group="control"`, "--window", "24m", "--end", strconv.FormatInt(fakeEnd().Unix(), 10), "--metric", "p99", "--html", page}
+	args := fakeArgs(withAuth, fakeEnd(), "--metric", "p99", "--html", page)
 	code, out, msg := runJudge(t, append(args, "--json")...)
 	var j judged
 	if err := json.Unmarshal([]byte(out), &j); err != nil || code != 0 || j.Prometheus != shown {
@@ -533,8 +536,7 @@ func TestCanaryJudgeHTMLFails(t *testing.T) {
 			f := newFakeProm(t, c.f)
 			end := fakeEnd()
 			f.change = end.Add(-24 * time.Minute)
-			args := append([]string{"--prometheus", f.url(), "--canary", `group="canary"`, "--control", `group="control"`,
-				"--window", "24m", "--end", strconv.FormatInt(end.Unix(), 10), "--html", filepath.Join(dir, "judge.html")}, c.metricFl...)
+			args := fakeArgs(f.url(), end, append([]string{"--html", filepath.Join(dir, "judge.html")}, c.metricFl...)...)
 			code, out, msg := runJudge(t, append(args, "--json")...)
 			var j judged
 			if err := json.Unmarshal([]byte(out), &j); err != nil {
