@@ -580,6 +580,7 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 		Window:     judgeWindow{Start: w.Start().UTC(), End: w.End.UTC(), Step: w.Step.String(), ScrapeInterval: req.scrapeInterval.String()},
 		Canary:     judgeGroup{Selector: req.canary.String(), Hosts: []string{}},
 		Control:    judgeGroup{Selector: req.control.String(), Hosts: []string{}},
+		Metrics:    []metricResult{},
 		series:     map[string][2]canaryprom.Series{},
 		level:      canary.DefaultRules.Alpha / float64(len(req.metrics)),
 	}

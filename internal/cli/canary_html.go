@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -192,7 +193,7 @@ func metricSection(m metricResult, j *judgement) report.Section {
 				}
 				label := fmt.Sprintf("%s (%d hosts, %d steps)", name, len(hosts), len(vals))
 				if len(keys) > 1 {
-					label = fmt.Sprintf("%s {%s} (%d steps)", name, key, len(vals))
+					label = fmt.Sprintf("%s %s (%d steps)", name, shortKey(key), len(vals))
 				}
 				cdf.Series = append(cdf.Series, report.Series{Name: label, Points: pts, Color: colors[ki%len(colors)], Dashed: ki%2 == 1})
 			}
@@ -217,6 +218,17 @@ func metricSection(m metricResult, j *judgement) report.Section {
 		sec.Notes = append(sec.Notes, "no values were read for this metric")
 	}
 	return sec
+}
+
+var keyValue = regexp.MustCompile(`\w+="((?:[^"\\]|\\.)*)"`)
+
+// shortKey is a part's key as its values alone (near/udp), for a legend.
+func shortKey(key string) string {
+	var vs []string
+	for _, m := range keyValue.FindAllStringSubmatch(key, -1) {
+		vs = append(vs, cmp.Or(m[1], `""`))
+	}
+	return strings.Join(vs, "/")
 }
 
 // positive says whether every point's x is above 0 (a log axis needs it).

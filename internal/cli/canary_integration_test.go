@@ -245,7 +245,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	if testnet.InVM() {
 		t.Skip("Prometheus and the judge do not depend on the kernel; the host run covers them")
 	}
-	testnet.Heavy(t, "two Prometheus servers scraping 19 exporters for ~40 s")
+	testnet.Heavy(t, "two Prometheus servers scraping 20 exporters for ~40 s")
 	const phase = 16 * time.Second // the before-window, then the window
 	type fleet struct {
 		name            string
@@ -257,8 +257,11 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	seed := uint64(1)
 	for _, f := range fleets {
 		nc, nk := 2, 3
-		if f.name == "gap" {
+		switch f.name {
+		case "gap":
 			nk = 2
+		case "near": // +41 %, judged alone: 3 control hosts (t at 2 df) left it marginal in one run of classic buckets
+			nk = 4
 		}
 		for i := range nc + nk {
 			seed++
@@ -291,7 +294,10 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	run := func(t *testing.T, prom, canarySel, controlSel string, extra ...string) (judged, int, string) {
 		t.Helper()
 		args := append([]string{"canary", "judge", "--prometheus", prom, "--canary", canarySel, "--control", controlSel,
-			"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--json", "--metric", "p99,loss"}, extra...)
+			"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--json"}, extra...)
+		if !slices.Contains(extra, "--metric") {
+			args = append(args, "--metric", "p99,loss")
+		}
 		var out, errb bytes.Buffer
 		err := Main(context.Background(), args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 		code := exitCode(err)
@@ -356,7 +362,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 			}
 
 			// The near target doubled, the far one steady: a fail on p99.
-			j, code, _ = run(t, prom.url, sel("near", "canary"), sel("near", "control"))
+			j, code, _ = run(t, prom.url, sel("near", "canary"), sel("near", "control"), "--metric", "p99")
 			if j.Verdict != "fail" || code != ExitCanaryFail || j.Decided != "p99" || len(j.Metrics) == 0 || j.Metrics[0].Effect == nil || *j.Metrics[0].Effect < 0.2 {
 				t.Errorf("a canary whose near target doubled: %s (exit %d), decided %q, %+v; want fail on p99, about +41 %%", j.Verdict, code, j.Decided, j.Metrics)
 			}
@@ -391,7 +397,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	for _, want := range []string{"<svg", "canary {target=&#34;near&#34;, kind=&#34;udp&#34;}", "control {target=&#34;far&#34;, kind=&#34;udp&#34;}",
+	for _, want := range []string{"<svg", "canary near/udp (", "control far/udp (",
 		"p99 {target=&#34;near&#34;, kind=&#34;udp&#34;}: each host", "p99 {target=&#34;far&#34;, kind=&#34;udp&#34;}: each host",
 		"canary " + fleets[0].canary[0].addr, "control " + fleets[0].control[2].addr, "against the control", "FAIL"} {
 		if !bytes.Contains(html, []byte(want)) {

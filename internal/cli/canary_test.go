@@ -589,6 +589,7 @@ func TestCanaryJudgePage(t *testing.T) {
 		"stayed inside one classic histogram bucket",                                    // the resolution
 		"warning: prometheus " + f.url() + ": store 10.0.0.7 down",
 		"p99 {target=&#34;far&#34;, kind=&#34;udp&#34;}: each host", "p99 {target=&#34;near&#34;, kind=&#34;udp&#34;}: each host", // a chart a part
+		"canary near/udp (", "control far/udp (", // the CDFs' lines, a group and part each
 		"<svg",
 	} {
 		if !strings.Contains(html, want) {
