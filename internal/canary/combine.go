@@ -63,3 +63,11 @@ func Combine(metrics []Metric, results []MetricResult, slo []SLOResult, warnings
 	}
 	return v
 }
+
+// Unjudged is the result of a metric that could not be judged at all (its
+// data could not be read): inconclusive, saying why, its numbers unknown.
+func Unjudged(m Metric, why string) MetricResult {
+	r := nanResult(m, 0, 0)
+	r.Class, r.Why = Inconclusive, why
+	return r
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,21 +28,24 @@ import (
 
 // fakeHost exports a host's lowlat probe series as the monitor does (the
 // same names, labels and buckets, native beside classic), from values the
-// test draws: a round-trip time around base, times factor once changed,
-// and loss once changed. Down makes its endpoint fail, as a host whose
-// monitor stopped.
+// test draws, for two targets: a near one around base and a far one around
+// farRatio times it, each times its factor once changed, and loss once
+// changed. Down makes its endpoint fail, as a host whose monitor stopped.
 type fakeHost struct {
-	srv     *httptest.Server
-	addr    string
-	base    float64
-	factor  float64
-	loss    float64
-	changed atomic.Bool
-	down    atomic.Bool
+	srv       *httptest.Server
+	addr      string
+	base      float64
+	near, far float64 // the targets' factors once changed
+	loss      float64
+	changed   atomic.Bool
+	down      atomic.Bool
 }
 
-func newFakeHost(t *testing.T, base, factor, loss float64, seed uint64) *fakeHost {
-	h := &fakeHost{base: base, factor: factor, loss: loss}
+// farRatio is the far target's RTT over the near one's.
+const farRatio = 6
+
+func newFakeHost(t *testing.T, base, near, far, loss float64, seed uint64) *fakeHost {
+	h := &fakeHost{base: base, near: near, far: far, loss: loss}
 	reg := prometheus.NewRegistry()
 	rtt := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lowlat_probe_rtt_seconds", Help: "rtt",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20), NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160}, []string{"target", "kind"})
@@ -49,11 +53,27 @@ func newFakeHost(t *testing.T, base, factor, loss float64, seed uint64) *fakeHos
 	lost := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lowlat_probe_lost_total", Help: "lost"}, []string{"target", "kind", "direction"})
 	jitter := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lowlat_probe_jitter_seconds", Help: "jitter"}, []string{"target", "kind"})
 	reg.MustRegister(rtt, sent, lost, jitter)
-	o, s, l, j := rtt.WithLabelValues("r", "udp"), sent.WithLabelValues("r", "udp"), lost.WithLabelValues("r", "udp", "unknown"), jitter.WithLabelValues("r", "udp")
-	rng := rand.New(rand.NewPCG(seed, 7))
+	type target struct {
+		o           prometheus.Observer
+		s, up, down prometheus.Counter
+		j           prometheus.Gauge
+		base        float64
+		factor      func() float64
+		rng         *rand.Rand
+	}
+	var targets []target
+	for i, name := range []string{"near", "far"} {
+		tg := target{o: rtt.WithLabelValues(name, "udp"), s: sent.WithLabelValues(name, "udp"), j: jitter.WithLabelValues(name, "udp"),
+			up: lost.WithLabelValues(name, "udp", "up"), down: lost.WithLabelValues(name, "udp", "down"), base: base, factor: func() float64 { return h.near },
+			rng: rand.New(rand.NewPCG(seed, uint64(7+i)))}
+		if name == "far" {
+			tg.base, tg.factor = base*farRatio, func() float64 { return h.far }
+		}
+		targets = append(targets, tg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { // 100 probes a second until the test ends
+	go func() { // 100 probes a second a target until the test ends
 		defer close(done)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
@@ -63,18 +83,24 @@ func newFakeHost(t *testing.T, base, factor, loss float64, seed uint64) *fakeHos
 				return
 			case <-tick.C:
 			}
-			f, p := 1.0, 0.0
-			if h.changed.Load() {
-				f, p = h.factor, h.loss
+			for _, tg := range targets {
+				f, p := 1.0, 0.0
+				if h.changed.Load() {
+					f, p = tg.factor(), h.loss
+				}
+				tg.s.Inc()
+				if r := tg.rng.Float64(); r < p { // lost, in either direction
+					if r < p/2 {
+						tg.up.Inc()
+					} else {
+						tg.down.Inc()
+					}
+					continue
+				}
+				v := tg.base * f * math.Exp(0.3*tg.rng.NormFloat64())
+				tg.o.Observe(v)
+				tg.j.Set(v / 10)
 			}
-			s.Inc()
-			if rng.Float64() < p {
-				l.Inc()
-				continue
-			}
-			v := h.base * f * math.Exp(0.3*rng.NormFloat64())
-			o.Observe(v)
-			j.Set(v / 10)
 		}
 	}()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -149,23 +175,52 @@ func startPrometheus(t *testing.T, native bool, groups map[string][]*fakeHost) s
 	return "http://" + addr
 }
 
+// sameHosts says whether hosts are the fake hosts' addresses.
+func sameHosts(hosts []string, want []*fakeHost) bool {
+	if len(hosts) != len(want) {
+		return false
+	}
+	for _, h := range want {
+		if !slices.Contains(hosts, h.addr) {
+			return false
+		}
+	}
+	return true
+}
+
 // judged is what the tests read of canary judge's JSON.
 type judged struct {
-	Verdict string  `json:"verdict"`
-	Score   float64 `json:"score"`
-	Why     string  `json:"why"`
-	Canary  struct {
+	Verdict    string   `json:"verdict"`
+	Score      float64  `json:"score"`
+	Why        string   `json:"why"`
+	Decided    string   `json:"decided"`
+	Prometheus string   `json:"prometheus"`
+	Warnings   []string `json:"warnings"`
+	HTMLError  string   `json:"html_error"`
+	Canary     struct {
 		Hosts []string `json:"hosts"`
 	} `json:"canary"`
 	Control struct {
 		Hosts []string `json:"hosts"`
 	} `json:"control"`
 	Metrics []struct {
-		Metric   string   `json:"metric"`
-		Class    string   `json:"class"`
-		Why      string   `json:"why"`
-		Baseline bool     `json:"baseline"`
-		Effect   *float64 `json:"effect"`
+		Metric     string   `json:"metric"`
+		Class      string   `json:"class"`
+		Why        string   `json:"why"`
+		Baseline   bool     `json:"baseline"`
+		Effect     *float64 `json:"effect"`
+		Level      float64  `json:"level"`
+		Resolution string   `json:"resolution"`
+		Notes      []string `json:"notes"`
+		Hosts      []struct {
+			Host      string   `json:"host"`
+			Group     string   `json:"group"`
+			Effect    *float64 `json:"effect"`
+			Baseline  bool     `json:"baseline"`
+			Parts     int      `json:"parts"`
+			Left      string   `json:"left_out"`
+			Histogram string   `json:"histogram"`
+		} `json:"hosts"`
 	} `json:"metrics"`
 	SLO []struct {
 		Term  string   `json:"term"`
@@ -177,33 +232,40 @@ type judged struct {
 // TestIntegrationCanaryJudgePrometheus runs canary judge against Debian's
 // real Prometheus (classic histograms, and a second server storing native
 // ones) scraping fleets of exporters of lowlat's probe series: each host
-// its own base RTT (hosts differ by up to 2x), a before-window, then the
-// canary hosts changed. A canary 2.5x slower with 4 % loss fails; one 30 %
-// faster passes; a group of one host, a selector that matches nothing and
-// a canary host whose series stop mid-window are inconclusive, never pass;
-// each verdict has its exit code, and the HTML page draws both groups.
+// its own base RTT (hosts differ by up to 2x) and two targets, a near one
+// and a far one 6x as far; a before-window, then the canary hosts changed.
+// A canary 2.5x slower with 4 % loss fails, on p99 and on loss (read as
+// counts: the control lost none); one whose near target alone doubled
+// beside its steady far one fails (one histogram summed over both read it
+// 0 %); one 30 % faster passes; a group of one host, a selector that
+// matches nothing and a canary host whose series stop mid-window are
+// inconclusive, never pass; each verdict has its exit code, --list-hosts
+// lists each group's hosts, and the HTML page draws each part's hosts.
 func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	if testnet.InVM() {
 		t.Skip("Prometheus and the judge do not depend on the kernel; the host run covers them")
 	}
-	testnet.Heavy(t, "two Prometheus servers scraping 14 exporters for ~40 s")
+	testnet.Heavy(t, "two Prometheus servers scraping 20 exporters for ~40 s")
 	const phase = 16 * time.Second // the before-window, then the window
 	type fleet struct {
 		name            string
-		factor, loss    float64
+		near, far, loss float64
 		canary, control []*fakeHost
 	}
-	fleets := []*fleet{{name: "worse", factor: 2.5, loss: 0.04}, {name: "better", factor: 0.7}, {name: "gap", factor: 1}}
+	fleets := []*fleet{{name: "worse", near: 2.5, far: 2.5, loss: 0.04}, {name: "better", near: 0.7, far: 0.7}, {name: "gap", near: 1, far: 1}, {name: "near", near: 2, far: 1}}
 	groups := map[string][]*fakeHost{}
 	seed := uint64(1)
 	for _, f := range fleets {
 		nc, nk := 2, 3
-		if f.name == "gap" {
+		switch f.name {
+		case "gap":
 			nk = 2
+		case "near": // +41 %, judged alone: 3 control hosts (t at 2 df) left it marginal in one run of classic buckets
+			nk = 4
 		}
 		for i := range nc + nk {
 			seed++
-			h := newFakeHost(t, 0.010*(1+float64(i%3)/2), f.factor, f.loss, seed)
+			h := newFakeHost(t, 0.010*(1+float64(i%3)/2), f.near, f.far, f.loss, seed)
 			if i < nc {
 				f.canary = append(f.canary, h)
 			} else {
@@ -232,7 +294,10 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	run := func(t *testing.T, prom, canarySel, controlSel string, extra ...string) (judged, int, string) {
 		t.Helper()
 		args := append([]string{"canary", "judge", "--prometheus", prom, "--canary", canarySel, "--control", controlSel,
-			"--window", phase.String(), "--step", "2s", "--end", end, "--json", "--metric", "p99,loss"}, extra...)
+			"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--json"}, extra...)
+		if !slices.Contains(extra, "--metric") {
+			args = append(args, "--metric", "p99,loss")
+		}
 		var out, errb bytes.Buffer
 		err := Main(context.Background(), args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 		code := exitCode(err)
@@ -241,12 +306,23 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 			t.Fatalf("canary judge %v: exit %d, %v, not JSON: %v\n%s", args, code, err, jerr, out.String())
 		}
 		t.Logf("%s: %s, score %.1f, exit %d: %s", strings.Join(args[5:8:8], " "), j.Verdict, j.Score, code, j.Why)
+		for _, m := range j.Metrics {
+			t.Logf("    %s %s: %s", m.Metric, m.Class, m.Why)
+		}
 		return j, code, out.String()
 	}
 	sel := func(fleet, group string) string { return fmt.Sprintf(`fleet=%q, group=%q`, fleet, group) }
 	for _, prom := range []struct{ name, url string }{{"classic", classic}, {"native", native}} {
 		t.Run(prom.name, func(t *testing.T) {
-			j, code, _ := run(t, prom.url, sel("worse", "canary"), sel("worse", "control"), "--slo", "p99<=100ms")
+			// The hosts each selector selects, as the playbook checks them.
+			var out bytes.Buffer
+			err := Main(context.Background(), []string{"canary", "judge", "--list-hosts", "--json", "--prometheus", prom.url, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
+				"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--metric", "p99,jitter,loss"}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+			var l struct{ Canary, Control struct{ Hosts []string } }
+			if jerr := json.Unmarshal(out.Bytes(), &l); err != nil || jerr != nil || !sameHosts(l.Canary.Hosts, fleets[0].canary) || !sameHosts(l.Control.Hosts, fleets[0].control) {
+				t.Errorf("--list-hosts: %v, %v:\n%s", err, jerr, out.String())
+			}
+			j, code, _ := run(t, prom.url, sel("worse", "canary"), sel("worse", "control"), "--slo", "p99<=2s")
 			if j.Verdict != "fail" || code != ExitCanaryFail {
 				t.Errorf("a canary 2.5x slower with 4 %% loss: %s (exit %d), want fail (exit %d)", j.Verdict, code, ExitCanaryFail)
 			}
@@ -254,12 +330,20 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 				if m.Class != "fail" || !m.Baseline || m.Effect == nil || *m.Effect <= 0 {
 					t.Errorf("worse %s: %+v, want fail with each host's baseline and a positive effect", m.Metric, m)
 				}
+				if m.Metric == "loss" && m.Effect != nil && (*m.Effect < 0.03 || *m.Effect > 0.05) {
+					t.Errorf("worse loss: %+.2f points, want about +4", 100**m.Effect)
+				}
+				for _, h := range m.Hosts {
+					if h.Parts != 2 || h.Left != "" || h.Effect == nil {
+						t.Errorf("worse %s: host %+v, want judged on its 2 targets", m.Metric, h)
+					}
+				}
 			}
 			if len(j.Canary.Hosts) != 2 || len(j.Control.Hosts) != 3 {
 				t.Errorf("worse: hosts %v / %v, want 2 canary, 3 control", j.Canary.Hosts, j.Control.Hosts)
 			}
-			if len(j.SLO) != 1 || !j.SLO[0].OK || j.SLO[0].Value == nil || *j.SLO[0].Value < 0.02 {
-				t.Errorf("worse: slo %+v: want p99 (~25-50 ms) under 100 ms", j.SLO)
+			if len(j.SLO) != 1 || !j.SLO[0].OK || j.SLO[0].Value == nil || *j.SLO[0].Value < 0.2 {
+				t.Errorf("worse: slo %+v: want the group's p99 over both targets (the far one's, ~0.3-0.6 s) under 2 s", j.SLO)
 			}
 
 			j, code, _ = run(t, prom.url, sel("better", "canary"), sel("better", "control"))
@@ -275,6 +359,12 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 			j, code, _ = run(t, prom.url, sel("better", "canary"), sel("better", "control"), "--slo", "p99<=5ms")
 			if j.Verdict != "fail" || code != ExitCanaryFail || len(j.SLO) != 1 || j.SLO[0].OK {
 				t.Errorf("slo p99<=5ms on a canary at ~10-20 ms: %s (exit %d) %+v, want fail", j.Verdict, code, j.SLO)
+			}
+
+			// The near target doubled, the far one steady: a fail on p99.
+			j, code, _ = run(t, prom.url, sel("near", "canary"), sel("near", "control"), "--metric", "p99")
+			if j.Verdict != "fail" || code != ExitCanaryFail || j.Decided != "p99" || len(j.Metrics) == 0 || j.Metrics[0].Effect == nil || *j.Metrics[0].Effect < 0.2 {
+				t.Errorf("a canary whose near target doubled: %s (exit %d), decided %q, %+v; want fail on p99, about +41 %%", j.Verdict, code, j.Decided, j.Metrics)
 			}
 
 			// Thin or missing data: inconclusive, never pass.
@@ -299,7 +389,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := Main(context.Background(), []string{"canary", "judge", "--prometheus", classic, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
-		"--window", phase.String(), "--step", "2s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+		"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
 	if exitCode(err) != ExitCanaryFail || !strings.Contains(out.String(), "canary judge: FAIL") || !strings.Contains(out.String(), "p99") {
 		t.Errorf("text output (exit %d):\n%s", exitCode(err), out.String())
 	}
@@ -307,7 +397,9 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	for _, want := range []string{"<svg", "canary (2 hosts", "control (3 hosts", "canary " + fleets[0].canary[0].addr, "control " + fleets[0].control[2].addr, "FAIL"} {
+	for _, want := range []string{"<svg", "canary near/udp (", "control far/udp (",
+		"p99 {target=&#34;near&#34;, kind=&#34;udp&#34;}: each host", "p99 {target=&#34;far&#34;, kind=&#34;udp&#34;}: each host",
+		"canary " + fleets[0].canary[0].addr, "control " + fleets[0].control[2].addr, "against the control", "FAIL"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("the page lacks %q", want)
 		}
