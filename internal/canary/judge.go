@@ -271,16 +271,21 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 	}
 	asRead := welch
 	asRead.mk, asRead.a, asRead.control = mk, sk2/nk, sk2
-	if bucketed && asRead.inf(cx) < cmp.diff(bound) && !(hi < cmp.diff(bound)) {
-		res.Resolution = fmt.Sprintf("%s comes from classic histogram buckets, which hide a move inside a bucket (2x for lowlat's): with the canary's steps at their buckets' upper edges and the control's at their lower edges the upper end is %s, past %s (native histograms resolve it)", m.Name, describe(m.Scale, res.Hi, res.Hi, res.Hi), describe(m.Scale, bound, bound, bound))
+	// The buckets decide where the values as read would pass.
+	blind := ""
+	if bucketed {
+		res.Resolution = fmt.Sprintf("%s comes from classic histogram buckets, which hide a move inside a bucket (2x for lowlat's): the bounds take every canary step at its bucket's edge and every control step at the other edge (native histograms resolve it)", m.Name)
+		if asRead.inf(cx) < cmp.diff(bound) && !(hi < cmp.diff(bound)) {
+			blind = fmt.Sprintf("%s comes from classic histogram buckets, which hide a move inside a bucket (2x for lowlat's): with the canary's steps at their buckets' upper edges and the control's at their lower edges the upper end is %s, past %s (native histograms resolve it)", m.Name, describe(m.Scale, res.Hi, res.Hi, res.Hi), describe(m.Scale, bound, bound, bound))
+		}
 	}
 	switch {
 	case lo > loTol:
 		res.Class, res.Why = Fail, fmt.Sprintf("canary worse beyond the tolerance %s: %s, p %.3g", describe(m.Scale, m.Tolerance, m.Tolerance, m.Tolerance), effect, res.PBeyond)
 	case lo > 0:
 		res.Class, res.Why = Marginal, fmt.Sprintf("canary worse, maybe within the tolerance %s: %s, p %.3g", describe(m.Scale, m.Tolerance, m.Tolerance, m.Tolerance), effect, res.P)
-	case res.Resolution != "":
-		res.Class, res.Why = Inconclusive, res.Resolution
+	case blind != "":
+		res.Class, res.Why = Inconclusive, blind
 	case r.Bound > 0 && !(hi < cmp.diff(bound)):
 		res.Class, res.Why = Inconclusive, fmt.Sprintf("too noisy to rule out harm: %s reaches past %s (more hosts, a longer window or each host's window before would narrow it)", effect, describe(m.Scale, bound, bound, bound))
 	case outside != nil:

@@ -170,9 +170,9 @@ type MetricResult struct {
 	// levels over the window, in the metric's units (for the table).
 	CanaryMedian  float64 `json:"canary_median"`
 	ControlMedian float64 `json:"control_median"`
-	// Resolution says, when the metric's quantiles came from classic
-	// buckets that hid a canary host's moves, which and where ("": not
-	// limited).
+	// Resolution says, where the metric's quantiles came from classic
+	// buckets, what that does to the bounds ("": exact values or native
+	// histograms).
 	Resolution string `json:"resolution,omitempty"`
 	// Notes say what was left out and why (a thin control host, a part
 	// thin in both windows, a canary host without a window before).
