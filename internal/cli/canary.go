@@ -85,11 +85,13 @@ compared one-sided against a tolerance (+5 % for times, +0.5 points for
 loss), each metric at 5 % divided by the number of metrics. A metric fails
 when the canary is surely worse by more than the tolerance, is marginal
 when surely worse but maybe within it, passes when its interval also rules
-out more than 3 times the tolerance, and is inconclusive otherwise. The
+out more than 3 times the tolerance and every canary host is within the
+control's range, and is inconclusive otherwise; a quantile from classic
+buckets is known only within its bucket (use native histograms). The
 most severe metric, --slo term or reading decides the verdict; the score
 (the weighted share of passes) is a figure to read. Thin data (under 2
 hosts a group, a canary host with gaps or silent in the window's last
-steps, a quantile that stayed inside one classic bucket), a missing series,
+steps, every control host's number the same), a missing series,
 a Prometheus that does not answer or warns that its answer is partial:
 inconclusive, never pass. --slo terms are checked on the canary group over
 the whole window; a term broken fails the canary.
