@@ -524,3 +524,15 @@ func TestTooNoisyInconclusive(t *testing.T) {
 		t.Errorf("A/A 4/8 with baseline: pass in %.1f %%, want at least 85 %%", 100*pass)
 	}
 }
+
+// A fatal reason of a host of one unnamed part reads as one sentence:
+// "canary host c0: 4 steps with values, ...", not "c0: : 4 steps".
+func TestFatalReasonOfAnUnnamedPart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 1))
+	c, ctl := testWindow.Draw(rng)
+	fill(c[0].Parts[0].After, 4, 24, math.NaN())
+	r := JudgeMetric(p99, c, ctl, DefaultRules)
+	if r.Class != Inconclusive || strings.Contains(r.Why, ": :") || !strings.HasPrefix(r.Why, "canary host c0: 4 steps with values") {
+		t.Errorf("a thin unnamed part: %s (%s)", r.Class, r.Why)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 )
 
 // partStats is one part of a host, reduced.
@@ -112,9 +111,11 @@ func reduce(h Host, canary bool, m Metric, r Rules) *hostStats {
 		who = "canary host " + h.Name
 	}
 	for _, p := range h.Parts {
-		part := fmt.Sprintf(" part {%s}", p.Key)
+		// part names the part in a note (" part {...}") and in a fatal
+		// reason ("part {...}: "), or nothing for a host of one unnamed part.
+		part, lead := fmt.Sprintf(" part {%s}", p.Key), fmt.Sprintf("part {%s}: ", p.Key)
 		if p.Key == "" {
-			part = ""
+			part, lead = "", ""
 		}
 		after, hasAfter := windowValues(m, p, false)
 		before, hasBefore := windowValues(m, p, true)
@@ -128,10 +129,10 @@ func reduce(h Host, canary bool, m Metric, r Rules) *hostStats {
 			hs.notes = append(hs.notes, who+part+" left out: "+thinA)
 			continue
 		case thinA != "" && thinB == "":
-			hs.fatal = strings.TrimPrefix(part+": ", " ") + thinA + " (it had values in the window before: its series stopped)"
+			hs.fatal = lead + thinA + " (it had values in the window before: its series stopped)"
 			return hs
 		case thinA != "" && hasBefore == nil:
-			hs.fatal = strings.TrimPrefix(part+": ", " ") + thinA
+			hs.fatal = lead + thinA
 			return hs
 		case thinA != "":
 			// Thin in both windows: a target or queue this host hardly
@@ -141,7 +142,7 @@ func reduce(h Host, canary bool, m Metric, r Rules) *hostStats {
 		}
 		if canary {
 			if last := r.lastSteps(len(hasAfter)); !allTrue(hasAfter[len(hasAfter)-last:]) {
-				hs.fatal = strings.TrimPrefix(part+": ", " ") + fmt.Sprintf("no value in some of the window's last %d steps: it would be judged on old data", last)
+				hs.fatal = lead + fmt.Sprintf("no value in some of the window's last %d steps: it would be judged on old data", last)
 				return hs
 			}
 		}
