@@ -3,6 +3,7 @@ package canary
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 )
 
 // Synthetic draws a fleet's per-host, per-step p99s, for the judge's tests
@@ -31,24 +32,102 @@ func (f Synthetic) Draw(rng *rand.Rand) (canary, control []Host) {
 			}
 			return vs
 		}
-		h := Host{After: steps(1 + effect)}
+		after := steps(1 + effect)
+		var before []float64
 		if f.Baseline {
-			h.Before = steps(1)
+			before = steps(1)
 		}
-		return h
+		return Single("", after, before)
 	}
-	for range f.Canary {
-		canary = append(canary, host(f.Effect))
+	for i := range f.Canary {
+		h := host(f.Effect)
+		h.Name = "c" + strconv.Itoa(i)
+		canary = append(canary, h)
 	}
-	for range f.Control {
-		control = append(control, host(0))
+	for i := range f.Control {
+		h := host(0)
+		h.Name = "k" + strconv.Itoa(i)
+		control = append(control, h)
 	}
 	return canary, control
 }
 
+// SyntheticLoss draws a fleet's probes, sent and lost per step: each host
+// loses at a rate of its own (lognormal around Rate, HostSpread the σ of
+// its log), each probe independently; the canary loses Effect more (points)
+// in its window.
+type SyntheticLoss struct {
+	Canary, Control int
+	Steps           int
+	// Probes is how many probes a host sends a step.
+	Probes     int
+	Rate       float64
+	HostSpread float64
+	Effect     float64
+	Baseline   bool
+}
+
+// Draw draws one fleet.
+func (f SyntheticLoss) Draw(rng *rand.Rand) (canary, control []Host) {
+	host := func(name string, effect float64) Host {
+		rate := f.Rate * math.Exp(f.HostSpread*rng.NormFloat64())
+		steps := func(p float64) (vs, num, den []float64) {
+			p = min(max(p, 0), 1)
+			for range f.Steps {
+				n := binomial(rng, f.Probes, p)
+				vs = append(vs, float64(n)/float64(f.Probes))
+				num = append(num, float64(n))
+				den = append(den, float64(f.Probes))
+			}
+			return vs, num, den
+		}
+		p := Part{}
+		p.After, p.AfterNum, p.AfterDen = steps(rate + effect)
+		if f.Baseline {
+			p.Before, p.BeforeNum, p.BeforeDen = steps(rate)
+		}
+		return Host{Name: name, Parts: []Part{p}}
+	}
+	for i := range f.Canary {
+		canary = append(canary, host("c"+strconv.Itoa(i), f.Effect))
+	}
+	for i := range f.Control {
+		control = append(control, host("k"+strconv.Itoa(i), 0))
+	}
+	return canary, control
+}
+
+// binomial draws how many of n trials of probability p succeed, exactly:
+// by geometric jumps from one success to the next (as many draws as
+// successes, so a fleet of 1,000 probes a step at 1 % loss is cheap).
+func binomial(rng *rand.Rand, n int, p float64) int {
+	switch {
+	case p <= 0:
+		return 0
+	case p >= 1:
+		return n
+	case p > 0.5:
+		return n - binomial(rng, n, 1-p)
+	}
+	l := math.Log1p(-p)
+	k, i := 0, 0
+	for {
+		i += int(math.Floor(math.Log(1-rng.Float64())/l)) + 1
+		if i > n {
+			return k
+		}
+		k++
+	}
+}
+
+// Drawer draws one fleet of one metric's hosts.
+type Drawer interface {
+	Draw(rng *rand.Rand) (canary, control []Host)
+}
+
 // Share is the share of n fleets drawn from seed that JudgeMetric judges
 // class.
-func (f Synthetic) Share(m Metric, r Rules, class Class, n int, seed uint64) float64 {
+func Share(f Drawer, m Metric, r Rules, class Class, n int, seed uint64) float64 {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	k := 0
 	for range n {
@@ -58,4 +137,10 @@ func (f Synthetic) Share(m Metric, r Rules, class Class, n int, seed uint64) flo
 		}
 	}
 	return float64(k) / float64(n)
+}
+
+// Share is the share of n fleets drawn from seed that JudgeMetric judges
+// class.
+func (f Synthetic) Share(m Metric, r Rules, class Class, n int, seed uint64) float64 {
+	return Share(f, m, r, class, n, seed)
 }

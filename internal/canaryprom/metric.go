@@ -35,6 +35,23 @@ const (
 	sentTotal   = "lowlat_probe_sent_total"
 )
 
+// partLabels are each series' own labels, as the monitor exports them
+// (internal/monitor's metrics.go and passive.go): one value of them is one
+// part of a host, read on its own and compared like with like (a near
+// target's p99 doubling would not show in one histogram summed with a far
+// one's). The loss counters' direction is summed: loss is a part's, in
+// whichever direction it was lost.
+var partLabels = map[string][]string{
+	"lowlat_probe_rtt_seconds":         {"target", "kind"},
+	"lowlat_probe_first_byte_seconds":  {"target", "kind"},
+	"lowlat_host_egress_queue_seconds": {"device", "queue", "dscp"},
+	"lowlat_host_receive_seconds":      {"proto", "port", "stage"},
+	"lowlat_tcp_rtt_seconds":           {"port"},
+	"lowlat_tcp_first_bytes_seconds":   {"port", "bytes"},
+	jitterGauge:                        {"target", "kind"},
+	lostTotal:                          {"target", "kind"},
+}
+
 // Tolerances: a canary surely worse by less is marginal, not failed.
 const (
 	latencyTolerance = 0.05  // +5 %
@@ -50,6 +67,8 @@ type Metric struct {
 	kind   kind
 	series string  // the histogram or gauge
 	q      float64 // the quantile
+	// parts are the labels of one part (partLabels).
+	parts []string
 }
 
 // Name is the metric's name as the command line gave it.
@@ -63,9 +82,9 @@ func ParseMetric(name string) (Metric, error) {
 	hist, q := "", ""
 	switch {
 	case n == "jitter" || n == jitterGauge:
-		return Metric{Judge: canary.Metric{Name: n, Scale: canary.Ratio, Tolerance: latencyTolerance}, Unit: "s", kind: average, series: jitterGauge}, nil
+		return Metric{Judge: canary.Metric{Name: n, Scale: canary.Ratio, Tolerance: latencyTolerance}, Unit: "s", kind: average, series: jitterGauge, parts: partLabels[jitterGauge]}, nil
 	case n == "loss":
-		return Metric{Judge: canary.Metric{Name: n, Scale: canary.Points, Tolerance: lossTolerance}, kind: lossRatio}, nil
+		return Metric{Judge: canary.Metric{Name: n, Scale: canary.Points, Tolerance: lossTolerance}, kind: lossRatio, parts: partLabels[lostTotal]}, nil
 	case strings.HasPrefix(n, "first_byte_p"):
 		hist, q = "lowlat_probe_first_byte_seconds", strings.TrimPrefix(n, "first_byte_")
 	case strings.HasPrefix(n, "p") && !strings.Contains(n, "_"):
@@ -85,7 +104,20 @@ func ParseMetric(name string) (Metric, error) {
 	if err != nil {
 		return Metric{}, fmt.Errorf("metric %q: %v", name, err)
 	}
-	return Metric{Judge: canary.Metric{Name: n, Scale: canary.Ratio, Tolerance: latencyTolerance}, Unit: "s", kind: quantile, series: hist, q: qv}, nil
+	return Metric{Judge: canary.Metric{Name: n, Scale: canary.Ratio, Tolerance: latencyTolerance}, Unit: "s", kind: quantile, series: hist, q: qv, parts: partLabels[hist]}, nil
+}
+
+// seriesNames are the names of the series m is read from, one series a
+// part: a histogram's native series and its classic _count, the gauge, or
+// the loss counters.
+func (m Metric) seriesNames() []string {
+	switch m.kind {
+	case average:
+		return []string{m.series}
+	case lossRatio:
+		return []string{sentTotal, lostTotal}
+	}
+	return []string{m.series, m.series + "_count"}
 }
 
 func knownHistogram(name string) bool {
@@ -112,35 +144,59 @@ func parseQuantile(q string) (float64, error) {
 	return v, nil
 }
 
-// expr is the PromQL of m over the series sel selects, aggregated by the
-// labels by (none: the whole group), each point over the range rng (a
-// PromQL duration).
+// stepExpr is the PromQL of m's values over the series sel selects, one
+// series per value of the labels by (a host and its part's labels), each
+// point over the range rng (a PromQL duration).
 //
-// A quantile reads the native histogram first and the classic buckets
-// where there is none: a server with native histograms enabled stores
-// only the native one, any other only the buckets, and "or" keeps the
-// left side's series where both answer for a host.
-func (m Metric) expr(sel Selector, by []string, rng string) string {
-	s := sel.String()
-	group := "sum"
-	if len(by) > 0 {
-		group = "sum by (" + strings.Join(by, ", ") + ")"
+// A quantile reads the native histogram and the classic buckets, each
+// side labelled (sideLabel "native" or "classic") so that the reader keeps,
+// per host, whichever answered and knows which it was: a server with
+// native histograms enabled stores only the native one (or both, where it
+// also scrapes the classic), any other only the buckets. Loss reads the
+// lost and the sent probes, labelled "lost" and "sent": the judge sums
+// them over the window, never averages a step's ratio.
+func (m Metric) stepExpr(sel Selector, by []string, rng string) string {
+	b := strings.Join(by, ", ")
+	side := func(expr, name string) string {
+		return fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, expr, sideLabel, name)
 	}
 	switch m.kind {
 	case average:
-		avg := "avg"
-		if len(by) > 0 {
-			avg = "avg by (" + strings.Join(by, ", ") + ")"
-		}
-		return fmt.Sprintf("%s (avg_over_time(%s{%s}[%s]))", avg, m.series, s, rng)
+		return fmt.Sprintf("avg by (%s) (avg_over_time(%s{%s}[%s]))", b, m.series, sel, rng)
 	case lossRatio:
-		return fmt.Sprintf("%s (increase(%s{%s}[%s])) / %s (increase(%s{%s}[%s]))", group, lostTotal, s, rng, group, sentTotal, s, rng)
+		count := func(name string) string { return fmt.Sprintf("sum by (%s) (increase(%s{%s}[%s]))", b, name, sel, rng) }
+		return side(count(lostTotal), "lost") + " or " + side(count(sentTotal), "sent")
 	}
 	q := strconv.FormatFloat(m.q, 'g', -1, 64)
-	bucketBy := "sum by (le)"
-	if len(by) > 0 {
-		bucketBy = "sum by (" + strings.Join(by, ", ") + ", le)"
+	return side(fmt.Sprintf("histogram_quantile(%s, sum by (%s) (rate(%s{%s}[%s])))", q, b, m.series, sel, rng), native) + " or " +
+		side(fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket{%s}[%s])))", q, b, m.series, sel, rng), classic)
+}
+
+// The sides of a quantile's query.
+const (
+	native  = "native"
+	classic = "classic"
+)
+
+// groupExpr is the PromQL of m over the whole group sel selects, as one
+// value over rng: a quantile of all its hosts' and parts' values
+// together (native where the server has it, else the classic buckets), the
+// loss of all their probes, the mean of their jitter.
+func (m Metric) groupExpr(sel Selector, rng string) string {
+	switch m.kind {
+	case average:
+		return fmt.Sprintf("avg (avg_over_time(%s{%s}[%s]))", m.series, sel, rng)
+	case lossRatio:
+		return fmt.Sprintf("sum (increase(%s{%s}[%s])) / sum (increase(%s{%s}[%s]))", lostTotal, sel, rng, sentTotal, sel, rng)
 	}
-	return fmt.Sprintf("histogram_quantile(%s, %s (rate(%s{%s}[%s]))) or histogram_quantile(%s, %s (rate(%s_bucket{%s}[%s])))",
-		q, group, m.series, s, rng, q, bucketBy, m.series, s, rng)
+	q := strconv.FormatFloat(m.q, 'g', -1, 64)
+	return fmt.Sprintf("histogram_quantile(%s, sum (rate(%s{%s}[%s]))) or histogram_quantile(%s, sum by (le) (rate(%s_bucket{%s}[%s])))",
+		q, m.series, sel, rng, q, m.series, sel, rng)
+}
+
+// bucketsExpr is the PromQL of the classic buckets' bounds of m's
+// histogram for each host (by) sel selects, over rng: the bounds are read
+// from the server, as the monitor that exported them set them.
+func (m Metric) bucketsExpr(sel Selector, host, rng string) string {
+	return fmt.Sprintf("group by (%s, le) (last_over_time(%s_bucket{%s}[%s]))", host, m.series, sel, rng)
 }

@@ -80,6 +80,11 @@ func parseMatcher(s string) (Matcher, string, error) {
 	if !labelName.MatchString(m.Name) {
 		return Matcher{}, "", fmt.Errorf("%q is not a label name", m.Name)
 	}
+	if m.Name == "__name__" {
+		// The judge names each metric's series itself; a name here
+		// would make every query but one empty, or Prometheus refuse it.
+		return Matcher{}, "", errors.New("__name__: the judge picks each metric's series itself; select the group's hosts by their labels")
+	}
 	rest := s[i:]
 	for _, op := range []string{"=~", "!~", "!=", "="} {
 		if strings.HasPrefix(rest, op) {

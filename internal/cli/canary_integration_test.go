@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -149,23 +150,52 @@ func startPrometheus(t *testing.T, native bool, groups map[string][]*fakeHost) s
 	return "http://" + addr
 }
 
+// sameHosts says whether hosts are the fake hosts' addresses.
+func sameHosts(hosts []string, want []*fakeHost) bool {
+	if len(hosts) != len(want) {
+		return false
+	}
+	for _, h := range want {
+		if !slices.Contains(hosts, h.addr) {
+			return false
+		}
+	}
+	return true
+}
+
 // judged is what the tests read of canary judge's JSON.
 type judged struct {
-	Verdict string  `json:"verdict"`
-	Score   float64 `json:"score"`
-	Why     string  `json:"why"`
-	Canary  struct {
+	Verdict    string   `json:"verdict"`
+	Score      float64  `json:"score"`
+	Why        string   `json:"why"`
+	Decided    string   `json:"decided"`
+	Prometheus string   `json:"prometheus"`
+	Warnings   []string `json:"warnings"`
+	HTMLError  string   `json:"html_error"`
+	Canary     struct {
 		Hosts []string `json:"hosts"`
 	} `json:"canary"`
 	Control struct {
 		Hosts []string `json:"hosts"`
 	} `json:"control"`
 	Metrics []struct {
-		Metric   string   `json:"metric"`
-		Class    string   `json:"class"`
-		Why      string   `json:"why"`
-		Baseline bool     `json:"baseline"`
-		Effect   *float64 `json:"effect"`
+		Metric     string   `json:"metric"`
+		Class      string   `json:"class"`
+		Why        string   `json:"why"`
+		Baseline   bool     `json:"baseline"`
+		Effect     *float64 `json:"effect"`
+		Level      float64  `json:"level"`
+		Resolution string   `json:"resolution"`
+		Notes      []string `json:"notes"`
+		Hosts      []struct {
+			Host      string   `json:"host"`
+			Group     string   `json:"group"`
+			Effect    *float64 `json:"effect"`
+			Baseline  bool     `json:"baseline"`
+			Parts     int      `json:"parts"`
+			Left      string   `json:"left_out"`
+			Histogram string   `json:"histogram"`
+		} `json:"hosts"`
 	} `json:"metrics"`
 	SLO []struct {
 		Term  string   `json:"term"`
@@ -232,7 +262,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	run := func(t *testing.T, prom, canarySel, controlSel string, extra ...string) (judged, int, string) {
 		t.Helper()
 		args := append([]string{"canary", "judge", "--prometheus", prom, "--canary", canarySel, "--control", controlSel,
-			"--window", phase.String(), "--step", "2s", "--end", end, "--json", "--metric", "p99,loss"}, extra...)
+			"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--json", "--metric", "p99,loss"}, extra...)
 		var out, errb bytes.Buffer
 		err := Main(context.Background(), args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 		code := exitCode(err)
@@ -246,6 +276,14 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	sel := func(fleet, group string) string { return fmt.Sprintf(`fleet=%q, group=%q`, fleet, group) }
 	for _, prom := range []struct{ name, url string }{{"classic", classic}, {"native", native}} {
 		t.Run(prom.name, func(t *testing.T) {
+			// The hosts each selector selects, as the playbook checks them.
+			var out bytes.Buffer
+			err := Main(context.Background(), []string{"canary", "judge", "--list-hosts", "--json", "--prometheus", prom.url, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
+				"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--metric", "p99,jitter,loss"}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+			var l struct{ Canary, Control struct{ Hosts []string } }
+			if jerr := json.Unmarshal(out.Bytes(), &l); err != nil || jerr != nil || !sameHosts(l.Canary.Hosts, fleets[0].canary) || !sameHosts(l.Control.Hosts, fleets[0].control) {
+				t.Errorf("--list-hosts: %v, %v:\n%s", err, jerr, out.String())
+			}
 			j, code, _ := run(t, prom.url, sel("worse", "canary"), sel("worse", "control"), "--slo", "p99<=100ms")
 			if j.Verdict != "fail" || code != ExitCanaryFail {
 				t.Errorf("a canary 2.5x slower with 4 %% loss: %s (exit %d), want fail (exit %d)", j.Verdict, code, ExitCanaryFail)
@@ -299,7 +337,7 @@ func TestIntegrationCanaryJudgePrometheus(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := Main(context.Background(), []string{"canary", "judge", "--prometheus", classic, "--canary", sel("worse", "canary"), "--control", sel("worse", "control"),
-		"--window", phase.String(), "--step", "2s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+		"--window", phase.String(), "--step", "2s", "--scrape-interval", "1s", "--end", end, "--html", page}, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
 	if exitCode(err) != ExitCanaryFail || !strings.Contains(out.String(), "canary judge: FAIL") || !strings.Contains(out.String(), "p99") {
 		t.Errorf("text output (exit %d):\n%s", exitCode(err), out.String())
 	}
