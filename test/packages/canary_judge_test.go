@@ -171,6 +171,17 @@ func TestFleetCanaryJudge(t *testing.T) {
 		}
 		return out
 	}
+	// canaryBack checks a play that stopped: the canary hosts are back as
+	// before with nothing in force, the others untouched by the play.
+	canaryBack := func(t *testing.T, canary []string, out string, before map[string]string) {
+		t.Helper()
+		for _, h := range byName(canary...) {
+			rolledBack(t, h)
+		}
+		for _, h := range others(canary...) {
+			untouchedBy(t, h, out, before[h.name])
+		}
+	}
 	instances := func(hs []*fleetHost) []string {
 		var out []string
 		for _, h := range hs {
@@ -272,12 +283,7 @@ func TestFleetCanaryJudge(t *testing.T) {
 		}
 		checkGroups(t, v, instances(byName(canary...)), instances(others(canary...)))
 		stopped(t, out, code, v)
-		for _, h := range byName(canary...) {
-			rolledBack(t, h)
-		}
-		for _, h := range others(canary...) {
-			untouchedBy(t, h, out, before[h.name])
-		}
+		canaryBack(t, canary, out, before)
 	})
 
 	t.Run("c: a canary host's series stop: inconclusive, rolled back", func(t *testing.T) {
@@ -309,12 +315,7 @@ func TestFleetCanaryJudge(t *testing.T) {
 			t.Errorf("verdict %q (lowlat exit %d), want inconclusive (5)", v.Verdict, v.RC)
 		}
 		stopped(t, out, code, v)
-		for _, h := range byName(canary...) {
-			rolledBack(t, h)
-		}
-		for _, h := range others(canary...) {
-			untouchedBy(t, h, out, before[h.name])
-		}
+		canaryBack(t, canary, out, before)
 	})
 
 	t.Run("a: the real fix passes and the rollout completes", func(t *testing.T) {
@@ -390,12 +391,7 @@ func TestFleetCanaryJudge(t *testing.T) {
 		if code == 0 || !strings.Contains(out, "canary: the judge failed (") || !strings.Contains(out, pages) || !strings.Contains(out, "the canary hosts are rolled back") {
 			t.Errorf("exit %d, want the play stopped by the judge's failure to write %s, the canary rolled back:\n%s", code, pages, tail(out))
 		}
-		for _, h := range byName(canary...) {
-			rolledBack(t, h)
-		}
-		for _, h := range others(canary...) {
-			untouchedBy(t, h, out, before[h.name])
-		}
+		canaryBack(t, canary, out, before)
 	})
 
 	t.Run("a canary host cut off mid-window rolls back by its own dead-man switch", func(t *testing.T) {
