@@ -49,8 +49,17 @@ type applyOptions struct {
 	journal     string
 	persistRoot string
 	force       bool
+	hold        bool
 	gate        gateFlags
 }
+
+// maxConfirm is the longest dead-man deadline apply accepts: a canary's
+// window of a day or more, its judge and a margin, with the change held
+// under the switch (--hold) until the judge passes. The watchdog reads the
+// wall clock at least once a minute (txn.WatchdogTick), so a deadline days
+// away is not pushed back by a suspend, and a reboot before it rolls the
+// change back at boot however far away it is.
+const maxConfirm = 8 * 24 * time.Hour
 
 func newApplyCmd(env *Env) *cobra.Command {
 	var o applyOptions
@@ -63,7 +72,7 @@ func newApplyCmd(env *Env) *cobra.Command {
 	f := cmd.Flags()
 	o.plan.register(f)
 	f.BoolVar(&o.dryRun, "dry-run", false, "show what would change and change nothing")
-	f.DurationVar(&o.confirm, "confirm", 0, "dead-man switch: roll back automatically unless 'lowlat confirm' runs within this `duration`")
+	f.DurationVar(&o.confirm, "confirm", 0, "dead-man switch: roll back automatically unless 'lowlat confirm' runs within this `duration` (at most 192h; with --hold, counted from the gate's decision)")
 	f.BoolVar(&o.persist, "persist", false, "survive reboots: write /etc/sysctl.d/zz-lowlat-<txn>.conf and a boot unit (journaled, removed by rollback; with --confirm, written at confirm)")
 	f.BoolVar(&o.force, "force", false, "replace settings lowlat cannot recreate exactly (a qdisc with filters on its root); their rollback leaves the kernel's default")
 	f.BoolVar(&o.yes, "yes", false, "do not ask before changing the host")
@@ -71,19 +80,29 @@ func newApplyCmd(env *Env) *cobra.Command {
 	f.StringVar(&o.journal, "journal", "", "journal `file` (default $LOWLAT_JOURNAL or "+journal.DefaultPath+")")
 	f.StringVar(&o.persistRoot, "persist-root", "/", "with --persist, write the files below `DIR` instead of / (an image or chroot)")
 	o.gate.register(f)
+	f.BoolVar(&o.hold, "hold", false, "with --prove and --confirm: a change the gate keeps is not confirmed but held under its dead-man switch, re-armed to --confirm from the gate's decision, until 'lowlat confirm' keeps it (a canary awaiting its judge)")
 	return cmd
 }
 
 func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) error {
 	pf := &o.plan
-	if o.confirm < 0 || (o.confirm > 0 && o.confirm < time.Second) || o.confirm > 24*time.Hour {
-		return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v: want 1s..24h", o.confirm)}
+	if o.confirm < 0 || (o.confirm > 0 && o.confirm < time.Second) || o.confirm > maxConfirm {
+		return &ExitError{Code: 2, Err: fmt.Errorf("apply: --confirm %v: want 1s..192h (8 days)", o.confirm)}
 	}
 	g, err := parseGate(env, "apply", o.gate)
 	if err != nil {
 		return err
 	}
-	if g != nil {
+	switch {
+	case o.hold && g == nil:
+		return &ExitError{Code: 2, Err: errors.New("apply: --hold needs --prove: it holds a change the gate keeps (without a gate, --confirm already waits for 'lowlat confirm')")}
+	case o.hold && o.confirm == 0:
+		return &ExitError{Code: 2, Err: errors.New("apply: --hold needs --confirm DURATION: how long a change the gate keeps waits for 'lowlat confirm', from the gate's decision")}
+	case o.hold:
+		// The gate measures under a deadline of its own; a change it keeps
+		// is then held until --confirm after its decision.
+		g.hold, o.confirm = o.confirm, g.minConfirm()
+	case g != nil:
 		// The gate applies under the dead-man switch: if lowlat dies or the
 		// host stops answering while it measures, the change reverts.
 		switch need := g.minConfirm(); {
@@ -252,8 +271,11 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 		if len(dropped) > 0 {
 			out["not_writable"] = dropped
 		}
-		if o.confirm > 0 && verdict == nil {
+		switch {
+		case o.confirm > 0 && verdict == nil:
 			out["confirm_by"] = deadline.UTC().Format(time.RFC3339)
+		case verdict != nil && verdict.ConfirmBy != nil:
+			out["confirm_by"] = verdict.ConfirmBy.UTC().Format(time.RFC3339)
 		}
 		if verdict != nil {
 			out["gate"] = verdict

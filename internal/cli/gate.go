@@ -39,6 +39,10 @@ func (g *gateFlags) register(f *pflag.FlagSet) {
 type gateRun struct {
 	m      *measurement
 	policy gate.Policy
+	// hold, when set (apply --hold), is how long a change the gate keeps
+	// waits for 'lowlat confirm' after the decision, instead of being
+	// confirmed by the gate.
+	hold time.Duration
 	gateFlags
 }
 
@@ -131,10 +135,15 @@ type gateOutcome struct {
 	Rollback *rollbackSummary `json:"rollback,omitempty"`
 	// Notes say what the probe's figures cannot tell.
 	Notes []string `json:"notes,omitempty"`
+	// Held is a kept change left awaiting 'lowlat confirm' (apply --hold),
+	// under its dead-man switch until ConfirmBy.
+	Held      bool       `json:"held,omitempty"`
+	ConfirmBy *time.Time `json:"confirm_by,omitempty"`
 }
 
 // judge settles, measures after the change, decides, journals the evidence
-// and confirms or rolls back transaction id. before is the baseline (nil:
+// and confirms or rolls back transaction id (or, with g.hold, re-arms a kept
+// one's deadline to g.hold from now and leaves it awaiting confirmation). before is the baseline (nil:
 // judge on the SLO alone). It returns the outcome, and an error when the
 // gate itself failed (the transaction is then rolled back too).
 func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id string, beforeRes any, before *gate.Summary) (*gateOutcome, error) {
@@ -187,6 +196,15 @@ func (g *gateRun) judge(ctx context.Context, env *Env, eng *txn.Engine, id strin
 	}
 	if err := eng.RecordEvidence(id, ev); err != nil {
 		return fail(fmt.Errorf("journal the evidence: %w", err))
+	}
+	if v.Keep && g.hold > 0 {
+		out.Verdict = "kept"
+		by, err := eng.Rearm(context.WithoutCancel(ctx), id, time.Now().Add(g.hold))
+		if err != nil {
+			return fail(fmt.Errorf("hold for confirmation: %w", err))
+		}
+		out.Held, out.ConfirmBy = true, &by
+		return out, nil
 	}
 	if v.Keep {
 		out.Verdict = "kept"
@@ -305,6 +323,10 @@ func renderVerdict(env *Env, o *gateOutcome) error {
 	}
 	if o.Keep {
 		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Kept by the gate:", report.Good, env.TTY), o.Reason)
+		if o.Held {
+			fmt.Fprintf(env.Stdout, "%s held: run 'lowlat confirm' by %s, or it is rolled back automatically.\n",
+				report.Paint("Unconfirmed:", report.Warn, env.TTY), txn.When(*o.ConfirmBy, time.Now()))
+		}
 	} else {
 		fmt.Fprintf(env.Stdout, "%s %s\n", report.Paint("Rolled back by the gate:", report.Bad, env.TTY), o.Reason)
 		if o.Rollback != nil {

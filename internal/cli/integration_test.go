@@ -443,7 +443,7 @@ func TestIntegrationBadInput(t *testing.T) {
 		{"missing parameter", []string{"apply", "--yes", "--profile", "capped-uplink"}, "needs parameter rate"},
 		{"kernel rejects a value", []string{"apply", "--yes", "--profile", "realtime-tcp", "--set", "sysctl.net.ipv4.ip_local_port_range=70000 80000"}, "net.ipv4.ip_local_port_range: write \"70000 80000\""},
 		{"no --yes without a terminal", []string{"apply", "--profile", "realtime-tcp"}, "pass --yes"},
-		{"bad confirm", []string{"apply", "--yes", "--profile", "realtime-tcp", "--confirm", "0.5s"}, "--confirm 500ms: want 1s..24h"},
+		{"bad confirm", []string{"apply", "--yes", "--profile", "realtime-tcp", "--confirm", "0.5s"}, "--confirm 500ms: want 1s..192h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -91,7 +91,7 @@ func renderStatus(env *Env, rep *txn.StatusReport) {
 	for _, a := range rep.Active {
 		state := a.Status
 		if a.ConfirmBy != nil && !a.Confirmed {
-			state = "awaiting confirm until " + a.ConfirmBy.Local().Format(time.TimeOnly)
+			state = "awaiting confirm until " + txn.When(*a.ConfirmBy, time.Now())
 		}
 		if a.Persist {
 			state += ", persisted"

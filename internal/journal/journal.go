@@ -59,6 +59,11 @@ const (
 	// TypeLost records the knobs of a transaction that a reboot put back
 	// (Knobs; a record without Knobs, as older lowlat wrote it, means all).
 	TypeLost = "lost"
+	// TypeDeadline moves the dead-man deadline of a transaction awaiting
+	// confirmation to ConfirmBy (apply --prove --hold, when the gate keeps
+	// the change): its watchdog, woken at the old deadline, waits for this
+	// one instead.
+	TypeDeadline = "deadline"
 )
 
 // Record is one line of the journal.
@@ -80,6 +85,8 @@ type Record struct {
 	// Evidence is an evidence record's measurements and verdict.
 	Evidence *Evidence `json:"evidence,omitempty"`
 	BootID   string    `json:"boot_id,omitempty"`
+	// ConfirmBy is a deadline record's new deadline.
+	ConfirmBy *time.Time `json:"confirm_by,omitempty"`
 }
 
 // Meta describes a transaction: what asked for it and on which host.

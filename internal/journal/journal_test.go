@@ -169,6 +169,28 @@ func TestReplayStates(t *testing.T) {
 	}
 }
 
+// TestReplayDeadline: a deadline record moves the transaction's confirm
+// deadline (apply --hold re-arms it); one without a deadline is damage.
+func TestReplayDeadline(t *testing.T) {
+	first := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	later := first.Add(8 * 24 * time.Hour)
+	st, err := Replay([]Record{
+		{Type: TypeBegin, Txn: "h", Meta: &Meta{ConfirmBy: &first}},
+		{Type: TypeCommit, Txn: "h"},
+		{Type: TypeEvidence, Txn: "h", Evidence: &Evidence{Keep: true}},
+		{Type: TypeDeadline, Txn: "h", ConfirmBy: &later},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx := st.Txns[0]; !tx.PendingConfirm() || !tx.Meta.ConfirmBy.Equal(later) {
+		t.Errorf("after a deadline record: pending %v, confirm by %v, want %v", tx.PendingConfirm(), tx.Meta.ConfirmBy, later)
+	}
+	if _, err := Replay([]Record{{Type: TypeBegin, Txn: "h", Meta: &Meta{ConfirmBy: &first}}, {Type: TypeDeadline, Txn: "h"}}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a deadline record without its deadline: %v, want corrupt", err)
+	}
+}
+
 func TestReplaySkippedIntent(t *testing.T) {
 	st, err := Replay([]Record{
 		{Type: TypeBegin, Txn: "s"},

@@ -157,6 +157,12 @@ func Replay(recs []Record) (*State, error) {
 			}
 		case TypeEvidence:
 			t.Evidence = r.Evidence
+		case TypeDeadline:
+			if r.ConfirmBy == nil {
+				return nil, fmt.Errorf("%w: record %d: a deadline without confirm_by", ErrCorrupt, i+1)
+			}
+			by := *r.ConfirmBy
+			t.Meta.ConfirmBy = &by
 		case TypeReapply:
 			if r.BootID != "" {
 				t.Boots = append(t.Boots, r.BootID)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lowlat/lowlat/internal/journal"
 	"github.com/lowlat/lowlat/internal/knob"
@@ -44,7 +43,7 @@ func (e *Engine) orphaned(t *journal.Txn) string {
 		return "not confirmed before the reboot (its watchdog died with the boot)"
 	}
 	if e.now().After(*t.Meta.ConfirmBy) && !e.watchdogRuns(t) {
-		return fmt.Sprintf("not confirmed by %s and its watchdog (pid %d) is gone", t.Meta.ConfirmBy.Local().Format(time.TimeOnly), t.Meta.WatchdogPID)
+		return fmt.Sprintf("not confirmed by %s and its watchdog (pid %d) is gone", When(*t.Meta.ConfirmBy, e.now()), t.Meta.WatchdogPID)
 	}
 	return ""
 }

@@ -58,7 +58,7 @@ func (e *Engine) ConfirmTxn(ctx context.Context, id string) (*Result, error) {
 			return res, nil
 		}
 		if t.Status == journal.RolledBack && !t.Confirmed {
-			return nil, fmt.Errorf("transaction %s was already rolled back at %s: not confirmed by %s", t.ID, t.Ended.Local().Format(time.TimeOnly), t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
+			return nil, fmt.Errorf("transaction %s was already rolled back at %s: not confirmed by %s", t.ID, When(t.Ended, e.now()), When(*t.Meta.ConfirmBy, e.now()))
 		}
 		break
 	}
@@ -112,6 +112,47 @@ func (e *Engine) applyDeferred(ctx context.Context, j *journal.Journal, t *journ
 	return res, nil
 }
 
+// Rearm moves the dead-man deadline of transaction id (or a unique prefix),
+// which awaits confirmation, to deadline: a gate kept the change, and it is
+// held for 'lowlat confirm' (apply --prove --hold). The new deadline is
+// journaled, so status shows it, and the transaction's watchdog, which wakes
+// at the deadline it was started with, reads it there and waits on. A
+// deadline is only ever moved later (the watchdog sleeps until the one it
+// has): Rearm returns the deadline in force, deadline or the current one if
+// that is later. A transaction whose watchdog no longer runs is not
+// re-armed: nobody would roll it back at the new deadline.
+func (e *Engine) Rearm(ctx context.Context, id string, deadline time.Time) (time.Time, error) {
+	j, err := journal.Open(e.JournalPath, journal.ReadWrite)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer j.Close()
+	st, err := j.Load()
+	if err != nil {
+		return time.Time{}, err
+	}
+	t, err := st.Find(id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch {
+	case !t.PendingConfirm():
+		return time.Time{}, fmt.Errorf("transaction %s does not await confirmation (%s): nothing to re-arm", t.ID, t.Status)
+	case e.orphaned(t) != "":
+		return time.Time{}, fmt.Errorf("transaction %s was %s", t.ID, e.orphaned(t))
+	case !e.watchdogRuns(t):
+		return time.Time{}, fmt.Errorf("transaction %s: its watchdog (pid %d) is not running: nobody would roll it back at %s", t.ID, t.Meta.WatchdogPID, deadline.Format(time.RFC3339))
+	}
+	by := deadline.Round(0)
+	if t.Meta.ConfirmBy.After(by) {
+		return *t.Meta.ConfirmBy, nil
+	}
+	if err := j.Append(journal.Record{Type: journal.TypeDeadline, Txn: t.ID, ConfirmBy: &by}); err != nil {
+		return time.Time{}, err
+	}
+	return by, nil
+}
+
 // stopWatchdog ends a transaction's watchdog early (confirmed, or rolled
 // back by hand). It checks the process really is that watchdog first: the pid
 // may have been reused; and a watchdog does not stop itself.
@@ -123,6 +164,7 @@ func stopWatchdog(t *journal.Txn) {
 
 // Watchdog is the dead-man switch of apply --confirm: it waits until deadline,
 // then rolls the transaction back unless it was confirmed (or already ended).
+// A deadline moved later since (Rearm) is waited for in turn.
 //
 // It must win the journal lock to do so. The apply that started it (applyPID)
 // may still hold the lock at the deadline, hung: the watchdog stops it
@@ -130,13 +172,48 @@ func stopWatchdog(t *journal.Txn) {
 // a grace period; the journal survives both), then rolls back. Any other
 // holder is waited for, and 'lowlat status' reports the wait.
 func (e *Engine) Watchdog(ctx context.Context, txnID string, deadline time.Time, applyPID int) (*Result, error) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-t.C:
+	for {
+		if err := e.waitUntil(ctx, deadline); err != nil {
+			return nil, err
+		}
+		res, later, err := e.watchdogFire(ctx, txnID, deadline, applyPID)
+		if later.IsZero() {
+			return res, err
+		}
+		deadline = later
 	}
+}
+
+// WatchdogTick is the longest a watchdog sleeps before it reads the clock
+// again.
+var WatchdogTick = time.Minute
+
+// waitUntil returns once the wall clock reaches deadline, or with ctx's
+// error. It wakes every WatchdogTick to read the clock: Go's timers run on
+// the monotonic clock, which stands still while the host is suspended, so
+// one timer of days would fire late by every suspend (and ignore a clock
+// that was stepped); the deadline is a time of day, journaled as one.
+func (e *Engine) waitUntil(ctx context.Context, deadline time.Time) error {
+	deadline = deadline.Round(0) // the wall clock's reading, not the monotonic one
+	for {
+		left := deadline.Sub(e.now().Round(0))
+		if left <= 0 {
+			return nil
+		}
+		t := time.NewTimer(min(left, WatchdogTick))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// watchdogFire is the watchdog at its deadline: it takes the journal lock
+// and rolls the transaction back, unless it was confirmed or ended, or its
+// deadline was moved later, which it returns (later) to be waited for.
+func (e *Engine) watchdogFire(ctx context.Context, txnID string, deadline time.Time, applyPID int) (res *Result, later time.Time, err error) {
 	var termSent time.Time
 	for {
 		j, err := journal.Open(e.JournalPath, journal.ReadWrite)
@@ -153,27 +230,30 @@ func (e *Engine) Watchdog(ctx context.Context, txnID string, deadline time.Time,
 			}
 			select {
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, time.Time{}, ctx.Err()
 			case <-time.After(200 * time.Millisecond):
 				continue
 			}
 		}
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		defer j.Close()
 		// An apply killed part-way is recovered first.
 		res, err := e.rollbackLocked(context.WithoutCancel(ctx), j, RollbackOptions{OnlyUnfinished: true, Reason: "recovered by the confirm watchdog"})
 		if err != nil {
-			return res, err
+			return res, time.Time{}, err
 		}
 		st, err := j.Load()
 		if err != nil {
-			return res, err
+			return res, time.Time{}, err
 		}
 		tx, err := st.Find(txnID)
 		if err != nil || tx.Confirmed || !tx.Active() {
-			return res, nil // never began, confirmed, or already ended
+			return res, time.Time{}, nil // never began, confirmed, or already ended
+		}
+		if by := tx.Meta.ConfirmBy; by != nil && by.After(deadline) && by.After(e.now()) {
+			return res, *by, nil // re-armed: held for a confirmation until then
 		}
 		// Anything applied on top of the unconfirmed transaction goes too.
 		var targets []*journal.Txn
@@ -184,9 +264,13 @@ func (e *Engine) Watchdog(ctx context.Context, txnID string, deadline time.Time,
 				break
 			}
 		}
-		r, err := e.rollbackTxns(context.WithoutCancel(ctx), j, targets, "not confirmed by "+deadline.Format(time.RFC3339))
+		reason := "not confirmed by " + deadline.Format(time.RFC3339)
+		if by := tx.Meta.ConfirmBy; by != nil {
+			reason = "not confirmed by " + by.Format(time.RFC3339)
+		}
+		r, err := e.rollbackTxns(context.WithoutCancel(ctx), j, targets, reason)
 		res.merge(r)
-		return res, err
+		return res, time.Time{}, err
 	}
 }
 

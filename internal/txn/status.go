@@ -225,7 +225,7 @@ func lostNow(before, after *journal.State) (lost, partly []string) {
 
 // overdue says why t is still in force past its confirm deadline.
 func (e *Engine) overdue(t *journal.Txn, lockedBy string) string {
-	late := fmt.Sprintf("transaction %s was not confirmed by %s", t.ID, t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
+	late := fmt.Sprintf("transaction %s was not confirmed by %s", t.ID, When(*t.Meta.ConfirmBy, e.now()))
 	switch {
 	case !e.watchdogRuns(t):
 		return late + fmt.Sprintf(" and its watchdog (pid %d) is gone: run 'lowlat rollback' as root", t.Meta.WatchdogPID)

@@ -293,7 +293,7 @@ func (e *Engine) refuseDirty(st *journal.State, path string) error {
 			return fmt.Errorf("transaction %s was %s: run 'lowlat rollback' first", t.ID, why)
 		}
 		if t.PendingConfirm() {
-			return fmt.Errorf("transaction %s awaits confirmation until %s: run 'lowlat confirm' or 'lowlat rollback' first", t.ID, t.Meta.ConfirmBy.Local().Format(time.TimeOnly))
+			return fmt.Errorf("transaction %s awaits confirmation until %s: run 'lowlat confirm' or 'lowlat rollback' first", t.ID, When(*t.Meta.ConfirmBy, e.now()))
 		}
 	}
 	return nil

@@ -48,3 +48,15 @@ func trimNL(b []byte) []byte {
 	}
 	return b
 }
+
+// When is a deadline as the messages give it: its local time of day when it
+// falls on now's day, else with its date (a deadline days away, apply
+// --confirm 8d or a change held for a canary's judge, is not tomorrow's
+// time of day).
+func When(t, now time.Time) string {
+	t, now = t.Local(), now.Local()
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format(time.TimeOnly)
+	}
+	return t.Format(time.DateTime)
+}

@@ -4,10 +4,12 @@ package packages
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -255,4 +257,124 @@ func packagedBinary(t *testing.T) string {
 		t.Fatal("no packaged binary")
 	}
 	return packagedBin
+}
+
+// TestAnsibleCanaryJudgeModule runs lowlat.lowlat.canary_judge on the
+// controller against a stand-in for lowlat that records its command lines
+// and answers as lowlat canary judge does: mode hosts returns the hosts each
+// selector selects; a judgement whose HTML page could not be written
+// (html_error) fails the task with lowlat's one line although its verdict
+// (fail, exit 4) alone would not; in check mode the judgement is asked for
+// no page (it wrote one on the controller), while mode validate still
+// checks that one could be written.
+func TestAnsibleCanaryJudgeModule(t *testing.T) {
+	testnet.Heavy(t, "Ansible plays of the collection's canary_judge module")
+	dir := t.TempDir()
+	collection(t, dir)
+	calls := filepath.Join(dir, "calls")
+	fake := filepath.Join(dir, "lowlat")
+	judgement := `{"verdict": "fail", "score": 33.3, "why": "p99 worse", "canary": {"hosts": ["a:9431", "b:9431"]}, "control": {"hosts": ["c:9431", "d:9431"]}`
+	script := `#!/bin/sh
+echo "$*" >> ` + calls + `
+case " $* " in
+*" --validate "*) exit 0 ;;
+*" --list-hosts "*) echo '{"canary": {"selector": "x", "hosts": ["a:9431"]}, "control": {"selector": "y", "hosts": ["c:9431", "d:9431"]}}'; exit 0 ;;
+*" --html "*) echo '` + judgement + `, "html_error": "write /no/such/dir/canary.html: no such file or directory"}'
+	echo "lowlat: canary judge: --html /no/such/dir/canary.html: write: no such file or directory" >&2; exit 4 ;;
+esac
+echo '` + judgement + `}'
+exit 4
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Each mode's result, saved (also in check mode) for the test to read.
+	playbook := func(name string, modes ...string) string {
+		var b strings.Builder
+		b.WriteString("- name: Judge\n  hosts: localhost\n  gather_facts: false\n  tasks:\n")
+		for _, m := range modes {
+			fmt.Fprintf(&b, `    - name: Judge, %[1]s
+      lowlat.lowlat.canary_judge:
+        mode: %[1]s
+        binary: %[2]s
+        prometheus: http://127.0.0.1:9
+        canary: 'instance=~"a:9431|b:9431"'
+        control: 'instance=~"c:9431|d:9431"'
+        window: 24h
+        html: /no/such/dir/canary.html
+      register: r_%[1]s
+      ignore_errors: true
+`, m, fake)
+		}
+		fmt.Fprintf(&b, "    - name: Save the results\n      ansible.builtin.copy:\n        content: \"{{ {%s} | to_json }}\"\n        dest: %s\n        mode: \"0644\"\n      check_mode: false\n",
+			strings.Join(mapStrings(modes, func(m string) string { return fmt.Sprintf("'%s': r_%s", m, m) }), ", "), filepath.Join(dir, name+".json"))
+		p := filepath.Join(dir, name+".yml")
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	type result struct {
+		Failed       bool     `json:"failed"`
+		Changed      bool     `json:"changed"`
+		Msg          string   `json:"msg"`
+		RC           int      `json:"rc"`
+		Verdict      string   `json:"verdict"`
+		HTMLError    string   `json:"html_error"`
+		CanaryHosts  []string `json:"canary_hosts"`
+		ControlHosts []string `json:"control_hosts"`
+	}
+	play := func(name string, check bool, modes ...string) (map[string]result, []string) {
+		t.Helper()
+		os.Remove(calls)
+		args := []string{"-i", "localhost,", "-c", "local", playbook(name, modes...)}
+		if check {
+			args = append(args, "--check")
+		}
+		cmd := exec.Command("ansible-playbook", args...)
+		cmd.Env = append(os.Environ(), ansibleEnv(dir)...)
+		out, code := runBounded(t, cmd, 2*time.Minute)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, code, out)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		var res map[string]result
+		if err != nil || json.Unmarshal(b, &res) != nil {
+			t.Fatalf("%s: no results (%v):\n%s", name, err, out)
+		}
+		c, _ := os.ReadFile(calls)
+		return res, strings.Split(strings.TrimSpace(string(c)), "\n")
+	}
+
+	res, calls1 := play("judge", false, "judge", "hosts")
+	t.Logf("judge: %+v\nhosts: %+v\ncalls: %q", res["judge"], res["hosts"], calls1)
+	if j := res["judge"]; !j.Failed || j.RC != 4 || j.Verdict != "fail" || j.HTMLError == "" || !strings.HasPrefix(j.Msg, "lowlat: canary judge: --html ") || strings.Contains(j.Msg, "\n") {
+		t.Errorf("a judgement whose page was not written: %+v; want the task failed with lowlat's one line, the verdict and html_error", j)
+	}
+	if h := res["hosts"]; h.Failed || h.Changed || !slices.Equal(h.CanaryHosts, []string{"a:9431"}) || !slices.Equal(h.ControlHosts, []string{"c:9431", "d:9431"}) {
+		t.Errorf("mode hosts: %+v", h)
+	}
+	if len(calls1) != 2 || !strings.Contains(calls1[1], "--list-hosts --json") {
+		t.Errorf("lowlat's command lines: %q", calls1)
+	}
+
+	res, calls2 := play("check", true, "judge", "validate")
+	t.Logf("check mode: judge %+v, validate %+v\ncalls: %q", res["judge"], res["validate"], calls2)
+	if j := res["judge"]; j.Failed || j.Verdict != "fail" || j.Changed {
+		t.Errorf("check mode's judgement: %+v, want the verdict, not a failure", j)
+	}
+	if v := res["validate"]; v.Failed || v.RC != 0 {
+		t.Errorf("check mode's validate: %+v", v)
+	}
+	if len(calls2) != 2 || strings.Contains(calls2[0], "--html") || !strings.Contains(calls2[1], "--validate") || !strings.Contains(calls2[1], "--html /no/such/dir/canary.html") {
+		t.Errorf("check mode's command lines %q: want no --html for the judgement, --html for validate", calls2)
+	}
+}
+
+func mapStrings(xs []string, f func(string) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }

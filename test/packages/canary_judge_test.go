@@ -124,19 +124,35 @@ func TestFleetCanaryJudge(t *testing.T) {
 	startPrometheus(t, ctl, dir, hosts)
 	inv := judgeInventory(t, dir, hosts)
 
-	// The first run's window before starts once the series have: the bad
-	// input's plays (which query nothing) run in that time.
-	t.Run("bad input fails the task with one line", func(t *testing.T) {
-		badInput(t, dir)
-	})
-	waitSeries(t, ctl, len(hosts))
-	seriesFrom := time.Now()
-
 	play := func(t *testing.T, args ...string) (string, int) {
 		t.Helper()
 		p := startPlay(t, ctl, inv, dir, append([]string{"lowlat.lowlat.canary", "-v"}, args...)...)
 		return p.wait(t, harmWindow+6*time.Minute)
 	}
+
+	// The first run's window before starts once the series have: the bad
+	// input's plays (which query nothing) run in that time.
+	t.Run("bad input fails the task with one line", func(t *testing.T) {
+		badInput(t, dir)
+	})
+	// The judge's input, checked as a judgement checks it, before the
+	// canary is tuned (the checks query nothing).
+	t.Run("bad judge input is refused before anything changes", func(t *testing.T) {
+		before := journals(hosts)
+		for _, c := range []struct{ name, want string }{
+			{"lowlat_canary_step=1s", "--step 1s"},
+			{"lowlat_canary_html=" + filepath.Join(dir, "no-such-dir", "canary.html"), "--html"},
+			{"lowlat_judge_binary=/nonexistent/lowlat", "/nonexistent/lowlat"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				out, code := play(t, "-e", "lowlat_canary_batch=h1:h2", "-e", c.name)
+				refused(t, hosts, before, out, code, c.want)
+			})
+		}
+	})
+	waitSeries(t, ctl, len(hosts))
+	seriesFrom := time.Now()
+
 	byName := func(names ...string) []*fleetHost {
 		var out []*fleetHost
 		for _, h := range hosts {
@@ -155,6 +171,17 @@ func TestFleetCanaryJudge(t *testing.T) {
 		}
 		return out
 	}
+	// canaryBack checks a play that stopped: the canary hosts are back as
+	// before with nothing in force, the others untouched by the play.
+	canaryBack := func(t *testing.T, canary []string, out string, before map[string]string) {
+		t.Helper()
+		for _, h := range byName(canary...) {
+			rolledBack(t, h)
+		}
+		for _, h := range others(canary...) {
+			untouchedBy(t, h, out, before[h.name])
+		}
+	}
 	instances := func(hs []*fleetHost) []string {
 		var out []string
 		for _, h := range hs {
@@ -167,16 +194,52 @@ func TestFleetCanaryJudge(t *testing.T) {
 		// 5 % of six hosts is one: the judge could only say inconclusive.
 		before := journals(hosts)
 		out, code := play(t)
-		if code == 0 || !strings.Contains(out, "at least two hosts in each group") {
-			t.Errorf("exit %d, want the play refused for its one-host canary:\n%s", code, tail(out))
+		refused(t, hosts, before, out, code, "at least two hosts in each group")
+	})
+
+	// The play asks Prometheus which hosts each selector selects before it
+	// tunes: the canary's must be the batch, the control's two or more
+	// hosts and none of the batch (h1, h2 here).
+	t.Run("selectors that miss the batch are refused before anything changes", func(t *testing.T) {
+		before := journals(hosts)
+		for _, c := range []struct{ name, flag, selector string }{
+			{"a canary selector with a host of the rest", "lowlat_canary_selector", `instance=~"10\\.100\\.(1|3)\\.2:9431"`},
+			{"a control selector with a canary host", "lowlat_control_selector", `instance=~"10\\.100\\.[2-6]\\.2:9431"`},
+			{"a control selector of one host", "lowlat_control_selector", `instance="10.100.6.2:9431"`},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				out, code := play(t, append([]string{"-e", "lowlat_canary_batch=h1:h2"}, extraVar(c.flag, c.selector)...)...)
+				refused(t, hosts, before, out, code, "the judge's groups are not the canary batch")
+			})
 		}
-		stats := recap(out)
+	})
+
+	// Check mode, the whole rollout: every host's diff, the judge's checks
+	// and the judge run, nothing is changed and no page written.
+	t.Run("check mode changes nothing and writes no HTML", func(t *testing.T) {
+		before := journals(hosts)
+		pages := filepath.Join(dir, "check-pages")
+		if err := os.Mkdir(pages, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, code := play(t, "--check", "--diff", "-e", "lowlat_canary_percent=33", "-e", "lowlat_canary_html="+filepath.Join(pages, "canary.html"))
+		if code != 0 {
+			t.Errorf("check mode: exit %d\n%s", code, tail(out))
+		}
+		for _, want := range []string{"alone, validate]", "alone, hosts]", "alone, judge]", "(check mode: the canary was not changed; not acted on)", "PLAY [Roll out the rest in batches]", "+++ after: qdisc/up0/root"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("check mode's output lacks %q:\n%s", want, tail(out))
+			}
+		}
+		if entries, _ := os.ReadDir(pages); len(entries) != 0 {
+			t.Errorf("check mode wrote %d file(s) in the page's directory: %v", len(entries), entries)
+		}
 		for _, h := range hosts {
-			if b, _ := os.ReadFile(h.journal); string(b) != before[h.name] || stats[h.name].Changed != 0 {
-				t.Errorf("%s: changed (recap %+v)", h.name, stats[h.name])
+			if b, _ := os.ReadFile(h.journal); string(b) != before[h.name] {
+				t.Errorf("%s: check mode changed its journal", h.name)
 			}
 			if got := h.snapshot(t); got != h.before {
-				t.Errorf("%s: namespace changed:\n%s", h.name, testnet.DiffLines(h.before, got))
+				t.Errorf("%s: check mode changed the namespace:\n%s", h.name, testnet.DiffLines(h.before, got))
 			}
 		}
 	})
@@ -220,12 +283,7 @@ func TestFleetCanaryJudge(t *testing.T) {
 		}
 		checkGroups(t, v, instances(byName(canary...)), instances(others(canary...)))
 		stopped(t, out, code, v)
-		for _, h := range byName(canary...) {
-			rolledBack(t, h)
-		}
-		for _, h := range others(canary...) {
-			untouchedBy(t, h, out, before[h.name])
-		}
+		canaryBack(t, canary, out, before)
 	})
 
 	t.Run("c: a canary host's series stop: inconclusive, rolled back", func(t *testing.T) {
@@ -257,12 +315,7 @@ func TestFleetCanaryJudge(t *testing.T) {
 			t.Errorf("verdict %q (lowlat exit %d), want inconclusive (5)", v.Verdict, v.RC)
 		}
 		stopped(t, out, code, v)
-		for _, h := range byName(canary...) {
-			rolledBack(t, h)
-		}
-		for _, h := range others(canary...) {
-			untouchedBy(t, h, out, before[h.name])
-		}
+		canaryBack(t, canary, out, before)
 	})
 
 	t.Run("a: the real fix passes and the rollout completes", func(t *testing.T) {
@@ -297,6 +350,86 @@ func TestFleetCanaryJudge(t *testing.T) {
 			t.Errorf("the rest were rolled out in %d batches, want 2 (10 %%, 100 %%)", n)
 		}
 	})
+
+	// The failure paths that need a change in force run last, on hosts
+	// put back as they were, each with the judge's least window (6 steps
+	// of 2 s) and no gate: their verdicts are not what they test, and no
+	// run judges after them.
+	t.Run("the rollback playbook restores every host", func(t *testing.T) {
+		p := startPlay(t, ctl, inv, dir, "lowlat.lowlat.rollback")
+		if out, code := p.wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("rollback play: exit %d\n%s", code, tail(out))
+		}
+		for _, h := range hosts {
+			if st, o := hostStatus(t, h); len(st.Active) != 0 {
+				t.Errorf("%s: in force after the rollback play:\n%s", h.name, o)
+			}
+			if got := h.snapshot(t); got != h.before {
+				t.Errorf("%s: not restored exactly:\n%s", h.name, testnet.DiffLines(h.before, got))
+			}
+		}
+	})
+	short := []string{"-e", "lowlat_prove=", "-e", "lowlat_settle=", "-e", "lowlat_canary_window=12s", "-e", "lowlat_canary_step=2s"}
+
+	t.Run("a judge that errs after tuning rolls the canary back", func(t *testing.T) {
+		// The page's directory is there when the play checks it, and
+		// gone by the judge's end: the judgement cannot be written, the
+		// judge task fails, and its rescue rolls the canary back.
+		canary := []string{"h1", "h2"}
+		pages := filepath.Join(dir, "pages")
+		if err := os.Mkdir(pages, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		before := journals(hosts)
+		p := startPlay(t, ctl, inv, dir, append([]string{"lowlat.lowlat.canary", "-v", "-e", "lowlat_canary_batch=h1:h2",
+			"-e", "lowlat_canary_html=" + filepath.Join(pages, "canary.html")}, short...)...)
+		p.waitFor(t, "TASK [Wait the canary window]", 4*time.Minute)
+		if err := os.RemoveAll(pages); err != nil {
+			t.Fatal(err)
+		}
+		out, code := p.wait(t, 5*time.Minute)
+		if code == 0 || !strings.Contains(out, "canary: the judge failed (") || !strings.Contains(out, pages) || !strings.Contains(out, "the canary hosts are rolled back") {
+			t.Errorf("exit %d, want the play stopped by the judge's failure to write %s, the canary rolled back:\n%s", code, pages, tail(out))
+		}
+		canaryBack(t, canary, out, before)
+	})
+
+	t.Run("a canary host cut off mid-window rolls back by its own dead-man switch", func(t *testing.T) {
+		// h4's sshd stops during the window: after it, the play's new
+		// connection cannot reach h4, which leaves the play (no rescue
+		// sees an unreachable host). The play rolls h3 back and stops,
+		// saying when h4's own deadline falls; h4 rolls back then.
+		canary := []string{"h3", "h4"}
+		h4 := byName("h4")[0]
+		before := journals(hosts)
+		p := startPlay(t, ctl, inv, dir, append([]string{"lowlat.lowlat.canary", "-v", "-e", "lowlat_canary_batch=h3:h4",
+			"-e", "lowlat_canary_confirm_margin=20s"}, short...)...)
+		p.waitFor(t, "TASK [Wait the canary window]", 4*time.Minute)
+		deadline := awaiting(t, h4)
+		if err := h4.sshd.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		out, code := p.wait(t, 5*time.Minute)
+		t.Logf("h4: sshd stopped; the play ended %v before h4's deadline", time.Until(deadline).Round(time.Second))
+		want := "canary: h4 left the play (unreachable); its own dead-man switch rolls it back at " + deadline.UTC().Format(time.RFC3339)
+		if code == 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), want) || !strings.Contains(out, "the canary hosts are rolled back") {
+			t.Errorf("exit %d, want the play stopped saying %q:\n%s", code, want, tail(out))
+		}
+		if strings.Contains(out, "TASK [Judge the canary against the hosts left alone, judge]") {
+			t.Error("the play judged a canary that lost a host")
+		}
+		if s := recap(out)["h4"]; s.Unreachable == 0 {
+			t.Errorf("h4: recap %+v, want unreachable", s)
+		}
+		rolledBack(t, byName("h3")[0])
+		deadmanRolledBack(t, h4, deadline)
+		for _, h := range others(canary...) {
+			untouchedBy(t, h, out, before[h.name])
+		}
+		// Back, for whatever runs after.
+		h4.sshd = startSSHD(top, h4.ns, dir, h4.name, h4.mgmt)
+		waitSSHD(t, ctl, dir, h4.name, h4.mgmt)
+	})
 }
 
 // judged reads the canary_judge task's result from ansible-playbook -v's
@@ -304,7 +437,7 @@ func TestFleetCanaryJudge(t *testing.T) {
 func judged(t *testing.T, out string) judgeVerdict {
 	t.Helper()
 	var v judgeVerdict
-	i := strings.Index(out, "TASK [Judge the canary against the hosts left alone]")
+	i := strings.Index(out, "TASK [Judge the canary against the hosts left alone, judge]")
 	if i < 0 {
 		t.Fatalf("the play never judged:\n%s", tail(out))
 	}
@@ -418,11 +551,11 @@ func badInput(t *testing.T, dir string) {
 	var b strings.Builder
 	b.WriteString("- name: Judge with bad input\n  hosts: localhost\n  gather_facts: false\n  tasks:\n")
 	for _, c := range cases {
-		args := map[string]string{"prometheus": "http://127.0.0.1:9", "canary": `'instance="10.100.1.2:9431"'`, "control": `'instance="10.100.3.2:9431"'`, "window": "70s"}
+		args := map[string]string{"prometheus": "http://127.0.0.1:9", "canary": `'instance="10.100.1.2:9431"'`, "control": `'instance="10.100.3.2:9431"'`, "window": "70s", "scrape_interval": "1s"}
 		k, v, _ := strings.Cut(c.args, ": ")
 		args[k] = v
 		fmt.Fprintf(&b, "    - name: Judge with %s\n      ignore_errors: true\n      lowlat.lowlat.canary_judge:\n", c.name)
-		for _, k := range []string{"prometheus", "canary", "control", "window", "metrics"} {
+		for _, k := range []string{"prometheus", "canary", "control", "window", "scrape_interval", "metrics"} {
 			if v, ok := args[k]; ok {
 				fmt.Fprintf(&b, "        %s: %s\n", k, v)
 			}
@@ -705,6 +838,7 @@ func judgeInventory(t *testing.T, dir string, hosts []*fleetHost) string {
     lowlat_prove: %s
     lowlat_settle: 1s
     lowlat_prometheus: http://%s
+    lowlat_prometheus_scrape_interval: 1s
     lowlat_canary_window: %ds
     lowlat_canary_step: %ds
 `, filepath.Join(dir, "id"), fleetProbe, promAddr, int(judgeWindow.Seconds()), int(judgeStep.Seconds()))

@@ -21,6 +21,11 @@ description:
   - With O(confirm) and no O(prove), the host rolls the change back by itself
     when no C(state=confirmed) task reaches it before the deadline (a host
     that becomes unreachable keeps nothing).
+  - With O(prove) and O(hold), a change the gate keeps is not confirmed by
+    the gate either - it waits for a C(state=confirmed) task, under the
+    dead-man switch re-armed to O(confirm) from the gate's decision; the
+    caller decides when the host is proven (a canary's judge, a new
+    connection that still reaches the host).
   - Check mode runs C(lowlat plan) and changes nothing; diff mode shows
     before and after per knob.
   - A profile the host already has is a no-op (C(changed=false)).
@@ -66,8 +71,19 @@ options:
     description: With O(prove), how long to wait after the change before measuring again.
     type: str
   confirm:
-    description: Dead-man switch, e.g. C(120s). Without O(prove), a later C(state=confirmed) task must confirm.
+    description:
+      - Dead-man switch, e.g. C(120s), at most C(192h). Without O(prove), a later C(state=confirmed) task must confirm.
+      - With O(hold), how long a change the gate kept waits for that task, from the gate's decision.
     type: str
+  hold:
+    description:
+      - With O(prove) and O(confirm), hold a change the gate keeps for a later
+        C(state=confirmed) task instead of letting the gate confirm it
+        (C(lowlat apply --hold)). Unless that task reaches the host within
+        O(confirm) of the gate's decision, the host rolls the change back by itself.
+    type: bool
+    default: false
+    version_added: "1.1.0"
 extends_documentation_fragment:
   - lowlat.lowlat.lowlat
 notes:
@@ -96,6 +112,16 @@ EXAMPLES = r'''
   lowlat.lowlat.tune:
     state: confirmed
   when: tuned.txn
+
+- name: Gate, but keep the change only once a later task confirms it
+  lowlat.lowlat.tune:
+    profile: capped-uplink
+    set:
+      rate: 18mbit
+    prove: load 198.51.100.7:7431 --upload
+    hold: true
+    confirm: 24h15m
+  register: held
 '''
 
 RETURN = r'''
@@ -119,7 +145,9 @@ plan:
   returned: in check mode and when nothing changed
   type: dict
 confirm_by:
-  description: The dead-man switch's deadline (RFC 3339), with O(confirm) and no O(prove).
+  description:
+    - The dead-man switch's deadline (RFC 3339), with O(confirm) and no O(prove),
+      or with O(hold) once the gate kept the change.
   returned: when awaiting confirmation
   type: str
 notes:
@@ -165,6 +193,8 @@ def apply(module):
     for flag in ('prove', 'slo', 'settle', 'confirm'):
         if p[flag]:
             args += ['--' + flag, p[flag]]
+    if p['hold']:
+        args.append('--hold')
     rc, data, err = run_lowlat(module, args)
     result = dict(
         changed=bool(data.get('changed')),
@@ -210,11 +240,12 @@ def main():
         slo=dict(type='str'),
         settle=dict(type='str'),
         confirm=dict(type='str'),
+        hold=dict(type='bool', default=False),
     )
     argument_spec.update(COMMON_ARGS)
     module = AnsibleModule(
         argument_spec=argument_spec,
-        required_if=[('state', 'applied', ['profile'])],
+        required_if=[('state', 'applied', ['profile']), ('hold', True, ['prove', 'confirm'])],
         required_by={'slo': 'prove', 'settle': 'prove'},
         supports_check_mode=True,
     )
