@@ -13,8 +13,12 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -270,5 +274,79 @@ func TestBreakHarmInTheWindowBeforePasses(t *testing.T) {
 	json.Unmarshal([]byte(out), &j)
 	if code == 0 || j.Verdict == "pass" {
 		t.Errorf("canary hosts 40 %% slower than the control hosts they had matched, judged against a window before that held an earlier change: exit %d, %s: %s", code, j.Verdict, j.Why)
+	}
+}
+
+// TestBreakHTMLValidateMissesUnreplaceablePage: --validate checks that a
+// file can be created in --html's directory, not that the page itself can
+// be written there. The page is written by rename over the path
+// (atomicfile), which a sticky directory (/tmp) refuses when the existing
+// page belongs to another user: a page left by an earlier run under
+// another account (root, a colleague, a CI user). --validate says exit 0;
+// the judgement, a day later, cannot write its page, a pass becomes exit
+// 1 with html_error, and the playbook's rescue rolls back a canary that
+// passed ("a page that cannot be written rolls the canary back"), after
+// the whole window. docs/canary.md: --validate checks "that --html can be
+// written".
+//
+// Reproduction, as a non-root user on a control node whose /tmp holds
+// root's /tmp/canary.html: lowlat canary judge ... --html /tmp/canary.html
+// --validate exits 0; the judgement exits 1, "write /tmp/canary.html: ...
+// permission denied".
+func TestBreakHTMLValidateMissesUnreplaceablePage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run lowlat as another user")
+	}
+	base, err := os.MkdirTemp("", "break-html-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	bin := filepath.Join(base, "lowlat")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lowlat/lowlat/cmd/lowlat").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	sticky := filepath.Join(base, "tmp")
+	os.Mkdir(sticky, 0o755)
+	os.Chmod(base, 0o755)
+	if err := os.Chmod(sticky, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(sticky, "canary.html")
+	if err := os.WriteFile(page, []byte("an earlier run's page, root's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newStubProm(t, &stubProm{hosts: stubHosts(4, 8), n: 24})
+	s.value = func(metric, group, host string, i, n int) float64 {
+		switch metric {
+		case "p99":
+			return steady(0.010, host, i)
+		case "jitter":
+			return steady(0.001, host, i)
+		case "sent":
+			return 1200
+		case "lost":
+			return math.Round(steady(2, host, i))
+		}
+		return math.NaN()
+	}
+	asNobody := func(args ...string) (int, string) {
+		cmd := exec.Command("setpriv", append([]string{"--reuid", "65534", "--regid", "65534", "--clear-groups", bin, "canary", "judge"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	args := stubArgs(s, "--html", page)
+	vcode, vout := asNobody(append(args, "--validate")...)
+	jcode, jout := asNobody(args...)
+	t.Logf("--validate: exit %d %s\njudgement: exit %d\n%s", vcode, vout, jcode, jout)
+	if vcode == 0 && jcode != 0 {
+		t.Errorf("--validate accepted --html %s (exit 0), the judgement could not write it (exit %d): a canary's page refused a window too late", page, jcode)
 	}
 }

@@ -34,7 +34,8 @@ type standInPlay struct {
 }
 
 // standInLowlat answers as lowlat does: apply (a transaction per host,
-// awaiting confirmation), confirm, rollback, status; canary judge
+// awaiting confirmation; none for a host named in the file noop: it
+// already has the profile), confirm, rollback, status; canary judge
 // --validate (exit 0), --list-hosts (hosts.json) and the judgement
 // (judge.json, its exit code in judge.rc).
 const standInLowlat = `#!/bin/sh
@@ -53,7 +54,8 @@ case "$1 $2" in
 	cat $D/judge.json; exit $(cat $D/judge.rc) ;;
 esac
 case "$1" in
-apply) echo '{"txn": "T-'$h'", "changed": true, "changes": [], "notes": [], "confirm_by": "2099-01-01T00:00:00Z"}' ;;
+apply) if grep -qx "$h" $D/noop 2>/dev/null; then echo '{"txn": null, "changed": false, "changes": [], "notes": []}'; exit 0; fi
+	echo '{"txn": "T-'$h'", "changed": true, "changes": [], "notes": [], "confirm_by": "2099-01-01T00:00:00Z"}' ;;
 confirm) echo '{"txn": "T-'$h'", "changes": []}' ;;
 rollback) echo '{"txn": "T-'$h'", "changed": true, "changes": [], "rolled_back": ["T-'$h'"]}' ;;
 status) echo '{"active": []}' ;;
@@ -151,5 +153,45 @@ func TestBreakCanaryPlayOneHostWithOwnSelector(t *testing.T) {
 	t.Logf("exit %d, calls %q", code, calls)
 	if a := applied(calls); len(a) > 0 {
 		t.Errorf("a canary batch of one host (%v) was tuned and waited for; the judge can only say inconclusive of it:\n%s", a, tail(out))
+	}
+}
+
+// TestBreakCanaryPlayUnchangedCanaryPasses: when the canary hosts already
+// have the profile (hand-tuned, an image that ships the settings, a host
+// tuned by an earlier rollout), lowlat apply changes nothing on them
+// ("A profile the host already has is a no-op", txn null), and the play
+// goes on regardless: it waits the window, the judge compares canary hosts
+// that did not change with hosts that did not change either, passes (no
+// effect: each host against its own window before), the confirm is
+// skipped (no txn), and the rest of the fleet, where the change is real,
+// is rolled out on that "pass". A canary that changed nothing is no
+// evidence about the change; the play should stop before the window
+// (every canary host's lowlat_tuned.txn is null) instead of promoting.
+//
+// Reproduction on a fleet: apply the profile by hand on h1 and h2
+// (lowlat apply --profile capped-uplink --yes), then play the canary with
+// lowlat_canary_batch=[h1,h2]: "canary pass", then h3..h6 are tuned.
+func TestBreakCanaryPlayUnchangedCanaryPasses(t *testing.T) {
+	p := newStandInPlay(t, 6)
+	if err := os.WriteFile(filepath.Join(p.dir, "noop"), []byte("h1\nh2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rest := []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}
+	p.answer(t, []string{"h1:9431", "h2:9431"}, rest, "pass", 0)
+	out, code, calls := p.play(t, map[string]any{
+		"lowlat_canary_batch":               []string{"h1", "h2"},
+		"lowlat_canary_window":              "6s",
+		"lowlat_prometheus_scrape_interval": "1s",
+		"lowlat_canary_confirm_margin":      "30s",
+	})
+	t.Logf("exit %d, calls %q", code, calls)
+	var rest2 []string
+	for _, h := range applied(calls) {
+		if h != "h1" && h != "h2" {
+			rest2 = append(rest2, h)
+		}
+	}
+	if len(rest2) > 0 {
+		t.Errorf("no canary host changed, yet the play judged them, passed and tuned the rest (%v):\n%s", rest2, tail(out))
 	}
 }
