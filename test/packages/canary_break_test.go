@@ -37,7 +37,8 @@ type standInPlay struct {
 // awaiting confirmation; none for a host named in the file noop: it
 // already has the profile), confirm, rollback, status; canary judge
 // --validate (exit 0), --list-hosts (hosts.json) and the judgement
-// (judge.json, its exit code in judge.rc).
+// (judge.json, its exit code in judge.rc; it lists the monitor configs
+// written by then in toml-at-judge); monitor --check (exit 0).
 const standInLowlat = `#!/bin/sh
 D=%[1]s
 j=none
@@ -51,6 +52,7 @@ case "$1 $2" in
 	*" --validate "*) exit 0 ;;
 	*" --list-hosts "*) cat $D/hosts.json; exit 0 ;;
 	esac
+	(cd $D && ls *.toml 2>/dev/null) > $D/toml-at-judge
 	cat $D/judge.json; exit $(cat $D/judge.rc) ;;
 esac
 case "$1" in
@@ -59,6 +61,7 @@ apply) if grep -qx "$h" $D/noop 2>/dev/null; then echo '{"txn": null, "changed":
 confirm) echo '{"txn": "T-'$h'", "changes": []}' ;;
 rollback) echo '{"txn": "T-'$h'", "changed": true, "changes": [], "rolled_back": ["T-'$h'"]}' ;;
 status) echo '{"active": []}' ;;
+monitor) exit 0 ;;
 *) echo "stand-in: $*" >&2; exit 1 ;;
 esac
 `
@@ -193,5 +196,45 @@ func TestBreakCanaryPlayUnchangedCanaryPasses(t *testing.T) {
 	}
 	if len(rest2) > 0 {
 		t.Errorf("no canary host changed, yet the play judged them, passed and tuned the rest (%v):\n%s", rest2, tail(out))
+	}
+}
+
+// TestBreakCanaryPlayChangesCanaryMonitorsOnly: the role that tunes the
+// canary also writes the monitor's configuration (lowlat_monitor_targets:
+// targets, probe interval, size, dscp) and installs the package (a new
+// monitor) — on the canary hosts only, before the window; the control
+// hosts keep their old monitor until the rollout reaches them after the
+// judge. Whenever a run changes the monitor's config (a target's probe
+// size or interval, a new version of the monitor), the judge compares
+// canary series measured one way with control series measured another,
+// under the same part keys (target, kind), and attributes the
+// difference to the tuning: smaller or sparser probes on the canary read
+// as an improvement and can hide a harmful change (docs/canary.md's own
+// end-to-end test found loss depending on the probes' size: 64 against
+// 400 bytes). docs/fleet.md asks for "the same monitor configuration ...
+// on both sides"; the playbook itself breaks it.
+//
+// Reproduction on a fleet: change lowlat_monitor_targets' size for the
+// run (e.g. 400 → 64), play the canary: at the judge, h1 and h2 probe with
+// 64-byte probes, h3..h6 with 400-byte ones.
+func TestBreakCanaryPlayChangesCanaryMonitorsOnly(t *testing.T) {
+	p := newStandInPlay(t, 6)
+	rest := []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}
+	p.answer(t, []string{"h1:9431", "h2:9431"}, rest, "pass", 0)
+	out, code, calls := p.play(t, map[string]any{
+		"lowlat_canary_batch":               []string{"h1", "h2"},
+		"lowlat_canary_window":              "6s",
+		"lowlat_prometheus_scrape_interval": "1s",
+		"lowlat_canary_confirm_margin":      "30s",
+		"lowlat_monitor_config":             "{{ lowlat_journal | replace('.journal', '.toml') }}",
+		"lowlat_monitor_targets":            []map[string]any{{"name": "edge", "kind": "udp", "address": "192.0.2.1:7431", "size": 64}},
+	})
+	t.Logf("exit %d, calls %q", code, calls)
+	b, err := os.ReadFile(filepath.Join(p.dir, "toml-at-judge"))
+	if err != nil {
+		t.Fatalf("the judge did not run: %v\n%s", err, tail(out))
+	}
+	if at := strings.Fields(string(b)); len(at) != 0 && len(at) != p.hosts {
+		t.Errorf("at the judge, the play had written the new monitor configuration on %v only: canary series measured with it, control series without", at)
 	}
 }
