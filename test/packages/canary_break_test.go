@@ -62,6 +62,7 @@ confirm) echo '{"txn": "T-'$h'", "changes": []}' ;;
 rollback) echo '{"txn": "T-'$h'", "changed": true, "changes": [], "rolled_back": ["T-'$h'"]}' ;;
 status) echo '{"active": []}' ;;
 monitor) exit 0 ;;
+plan) echo '{"changed": true, "diff": []}' ;;
 *) echo "stand-in: $*" >&2; exit 1 ;;
 esac
 `
@@ -236,5 +237,40 @@ func TestBreakCanaryPlayChangesCanaryMonitorsOnly(t *testing.T) {
 	}
 	if at := strings.Fields(string(b)); len(at) != 0 && len(at) != p.hosts {
 		t.Errorf("at the judge, the play had written the new monitor configuration on %v only: canary series measured with it, control series without", at)
+	}
+}
+
+// TestBreakCanaryJudgeModuleReturnsThePassword: lowlat.lowlat.canary_judge
+// takes Prometheus's credentials in its prometheus option (the URL's
+// user:pass@, as lowlat canary judge does), but does not mark it no_log,
+// so Ansible returns it, unredacted, in every result's
+// invocation.module_args: in the registered lowlat_canary_judged, in
+// ansible-playbook -vvv's output, in what callback plugins and AWX/AAP
+// store of each task. lowlat itself never prints it (docs/canary.md:
+// "never shown: the text, the JSON, the page and every error"); the
+// module hands it out on every run, validate included.
+//
+// Reproduction: PYTHONPATH=<collections> python3 canary_judge.py args.json
+// with {"ANSIBLE_MODULE_ARGS": {"mode": "validate", "prometheus":
+// "http://judge:s3cret@127.0.0.1:9", ...}} prints
+// "invocation": {"module_args": {"prometheus": "http://judge:s3cret@..."}}.
+func TestBreakCanaryJudgeModuleReturnsThePassword(t *testing.T) {
+	p := newStandInPlay(t, 1)
+	args, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": map[string]any{
+		"mode": "validate", "prometheus": "http://judge:s3cret@127.0.0.1:9", "canary": `a="b"`, "control": `a="c"`,
+		"window": "1h", "binary": filepath.Join(p.dir, "lowlat"),
+	}})
+	f := filepath.Join(p.dir, "args.json")
+	if err := os.WriteFile(f, args, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", filepath.Join(p.dir, "collections/ansible_collections/lowlat/lowlat/plugins/modules/canary_judge.py"), f)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(p.dir, "collections"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("module: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "s3cret") {
+		t.Errorf("the module's result carries the password:\n%s", out)
 	}
 }
