@@ -350,3 +350,61 @@ func TestBreakHTMLValidateMissesUnreplaceablePage(t *testing.T) {
 		t.Errorf("--validate accepted --html %s (exit 0), the judgement could not write it (exit %d): a canary's page refused a window too late", page, jcode)
 	}
 }
+
+// TestBreakHTMLInfiniteValueExhaustsMemory: one step that Prometheus
+// answers +Inf (a gauge's avg_over_time of +Inf; any ±Inf in a range
+// query's values) is left out by the judge, as it should be, but kept in
+// the series drawn on the page (canaryprom's steps keep ±Inf, only NaN is
+// dropped), and the page's chart then computes its axis up to +Inf: its
+// tick loop (internal/report scale.ticks) appends ticks without end until
+// the process runs out of memory. The page is written before the verdict
+// is printed, so the judge dies with no verdict at all, after taking the
+// control node's memory (where the Ansible controller runs: the OOM
+// killer may pick it instead). Run here under a 2 GB address-space limit
+// and a 60 s timeout; without them it grew past 1.5 GB in seconds.
+//
+// Reproduction: a stand-in Prometheus answering "+Inf" for one step of
+// lowlat_probe_jitter_seconds; lowlat canary judge ... --html page.html.
+func TestBreakHTMLInfiniteValueExhaustsMemory(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("no prlimit")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "lowlat")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lowlat/lowlat/cmd/lowlat").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	s := newStubProm(t, &stubProm{hosts: stubHosts(2, 4), n: 12})
+	s.value = func(metric, group, host string, i, n int) float64 {
+		switch metric {
+		case "p99":
+			return steady(0.010, host, i)
+		case "jitter":
+			if host == "k0:9431" && i == 3 {
+				return math.Inf(1)
+			}
+			return steady(0.001, host, i)
+		case "sent":
+			return 1200
+		case "lost":
+			return math.Round(steady(2, host, i))
+		}
+		return math.NaN()
+	}
+	cmd := exec.Command("prlimit", append([]string{"--as=2000000000", bin, "canary", "judge"}, stubArgs(s, "--html", filepath.Join(dir, "page.html"))...)...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
+	text := out.String()
+	if i := strings.Index(text, "goroutine "); i > 0 {
+		text = text[:i]
+	}
+	if !strings.Contains(out.String(), `"verdict"`) {
+		t.Errorf("one +Inf step and --html: no verdict (%v):\n%.600s", err, text)
+	}
+}
