@@ -200,7 +200,9 @@ func steps(ss *model.SampleStream, start time.Time, step time.Duration, n int) (
 	all := nanSlice(2 * n)
 	for _, p := range ss.Values {
 		i := int(math.Round(float64(p.Timestamp.Time().Sub(start)) / float64(step)))
-		if i >= 0 && i < 2*n && !math.IsNaN(float64(p.Value)) {
+		// ±Inf is no value either (a gauge's average of +Inf): the judge
+		// would skip it, and a page could not draw it.
+		if v := float64(p.Value); i >= 0 && i < 2*n && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			all[i] = float64(p.Value)
 		}
 	}

@@ -109,6 +109,9 @@ func newScale(lo, hi, a, b float64, log bool) scale {
 	return scale{lo: math.Floor(lo/step) * step, hi: math.Ceil(hi/step) * step, a: a, b: b}
 }
 
+// finite says a coordinate can be drawn.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
 func niceStep(raw float64) float64 {
 	if raw <= 0 || math.IsNaN(raw) || math.IsInf(raw, 0) {
 		return 1
@@ -124,10 +127,17 @@ func niceStep(raw float64) float64 {
 
 // ticks returns tick values in data units.
 func (s scale) ticks() []float64 {
+	// A range that is not finite has no ticks (a point at ±Inf made the
+	// loops below run until memory ran out), and no axis has more than
+	// maxTicks.
+	const maxTicks = 64
 	var out []float64
+	if !finite(s.lo) || !finite(s.hi) {
+		return nil
+	}
 	if s.log {
 		decades := s.hi - s.lo
-		for e := s.lo; e <= s.hi+1e-9; e++ {
+		for e := s.lo; e <= s.hi+1e-9 && len(out) < maxTicks; e++ {
 			base := math.Pow(10, e)
 			out = append(out, base)
 			if decades <= 2 && e < s.hi {
@@ -137,7 +147,11 @@ func (s scale) ticks() []float64 {
 		return out
 	}
 	step := niceStep((s.hi - s.lo) / 5)
-	for v := s.lo; v <= s.hi+step/1e6; v += step {
+	for i := 0; i < maxTicks; i++ {
+		v := s.lo + float64(i)*step
+		if v > s.hi+step/1e6 {
+			break
+		}
 		out = append(out, math.Round(v/step)*step)
 	}
 	return out
@@ -245,7 +259,7 @@ func (c Chart) layout() *svgView {
 	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, s := range c.Series {
 		for _, p := range s.Points {
-			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || math.IsNaN(p[0]) || math.IsNaN(p[1]) {
+			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || !finite(p[0]) || !finite(p[1]) {
 				continue
 			}
 			xlo, xhi = math.Min(xlo, p[0]), math.Max(xhi, p[0])
@@ -257,7 +271,7 @@ func (c Chart) layout() *svgView {
 	}
 	for _, b := range c.Bands {
 		for _, p := range append(append([][2]float64(nil), b.Lower...), b.Upper...) {
-			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || math.IsNaN(p[0]) || math.IsNaN(p[1]) {
+			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || !finite(p[0]) || !finite(p[1]) {
 				continue
 			}
 			xlo, xhi = math.Min(xlo, p[0]), math.Max(xhi, p[0])
@@ -318,7 +332,7 @@ func (c Chart) layout() *svgView {
 			bv.Color = Palette(len(c.Series) + i)
 		}
 		ok := func(p [2]float64) bool {
-			return !math.IsNaN(p[0]) && !math.IsNaN(p[1]) && !(c.LogX && p[0] <= 0) && !(c.LogY && p[1] <= 0)
+			return finite(p[0]) && finite(p[1]) && !(c.LogX && p[0] <= 0) && !(c.LogY && p[1] <= 0)
 		}
 		var d strings.Builder
 		n := min(len(b.Lower), len(b.Upper))
@@ -357,7 +371,7 @@ func (c Chart) layout() *svgView {
 		pts := make([][2]float64, 0, len(s.Points))
 		var breaks map[int]bool // indexes in pts that start a new line
 		for _, p := range s.Points {
-			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || math.IsNaN(p[0]) || math.IsNaN(p[1]) {
+			if (c.LogX && p[0] <= 0) || (c.LogY && p[1] <= 0) || !finite(p[0]) || !finite(p[1]) {
 				if s.Breaks {
 					if breaks == nil {
 						breaks = map[int]bool{}
