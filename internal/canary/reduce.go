@@ -154,6 +154,7 @@ func reduce(h Host, canary bool, m Metric, r Rules) *hostStats {
 		if m.Scale == Points && p.AfterDen != nil {
 			ps.counts = true
 			ps.numAfter, ps.denAfter = sums(p.AfterNum, p.AfterDen, hasAfter)
+			ps.numAfter = min(ps.numAfter, ps.denAfter)
 			ps.pAfter = ps.numAfter / ps.denAfter
 			if ps.hasBefore && p.BeforeDen != nil {
 				_, ps.denBefore = sums(p.BeforeNum, p.BeforeDen, hasBefore)
@@ -193,7 +194,11 @@ func windowValues(m Metric, p Part, before bool) ([]float64, []bool) {
 	if m.Scale == Points && den != nil {
 		has := make([]bool, len(den))
 		for i := range den {
-			has[i] = i < len(num) && finiteNum(num[i]) && finiteNum(den[i]) && den[i] > 0 && num[i] >= 0 && num[i] <= den[i]
+			// lost may exceed sent in a step: the monitor counts a probe
+			// lost once its timeout passed, a udp session's losses
+			// together, so a step's lost runs a session ahead of or behind
+			// its sent. The window's sums set it right (capped at all).
+			has[i] = i < len(num) && finiteNum(num[i]) && finiteNum(den[i]) && den[i] > 0 && num[i] >= 0
 		}
 		return vs, has
 	}
@@ -226,7 +231,8 @@ func reduceWindow(m Metric, p Part, before bool, vs []float64, has []bool) (v, l
 		}
 		if den != nil {
 			n, d := sums(num, den, has)
-			return n / d, n / d, n / d
+			r := min(n/d, 1)
+			return r, r, r
 		}
 		var xs []float64
 		for i, ok := range has {

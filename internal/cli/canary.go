@@ -300,29 +300,25 @@ func checkPrometheusURL(raw string) (full, shown string, err error) {
 	return strings.TrimRight(u.String(), "/"), shown, nil
 }
 
-// redactUnparsed hides the password of a URL that url.Parse refused or
-// read as something else, as url.URL.Redacted does of a URL, and drops
-// its query and fragment (where tokens go).
+// redactUnparsed hides what may be a password in a URL that url.Parse
+// refused or read as something else, and drops its query and fragment
+// (where tokens go). Such a URL's parts cannot be trusted (one slash too
+// few, a colon left out: "http:/user:pass@prom" has no host), so all
+// before its last @ that follows the scheme is hidden, user and password.
 func redactUnparsed(raw string) string {
 	raw, _, _ = strings.Cut(raw, "#")
 	raw, _, _ = strings.Cut(raw, "?")
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		scheme, rest = "", raw
-	} else {
-		scheme += "://"
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
 	}
-	authority, path := rest, ""
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority, path = rest[:i], rest[i:]
-	}
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		if user, _, hasPassword := strings.Cut(authority[:at], ":"); hasPassword {
-			authority = user + ":xxxxx" + authority[at:]
-		}
-	}
-	return scheme + authority + path
+	scheme := leadingScheme.FindString(raw[:at])
+	return scheme + "xxxxx" + raw[at:]
 }
+
+// leadingScheme is a URL's scheme and the slashes after it, as far as
+// they go ("http://", "http:/", "//").
+var leadingScheme = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*:)?/*`)
 
 // checkPage checks that --html can be written: its directory exists, and
 // a file can be created there (a temporary one, removed at once).
@@ -333,6 +329,13 @@ func checkPage(path string) error {
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("--html %s: a directory, not a file", path)
+	}
+	// The page replaces the file by a rename, which a sticky directory
+	// (/tmp) refuses to all but the owner of the file or the directory
+	// and root: an earlier run's page of another user cannot be replaced,
+	// though a new file can be made beside it.
+	if err := replaceable(path, dir); err != nil {
+		return fmt.Errorf("--html %s: %v", path, err)
 	}
 	f, err := os.CreateTemp(dir, ".lowlat-judge-check-*")
 	if err != nil {

@@ -77,7 +77,7 @@ func TestCanaryJudgeBadInput(t *testing.T) {
 		{"the API's URL with a slash", with("--prometheus", srv.URL+"/prom/api/v1/"), "base URL (" + srv.URL + "/prom)"},
 		{"a query's URL", with("--prometheus", srv.URL+"/api/v1/query"), "base URL"},
 		{"credentials in a bad URL", with("--prometheus", "http://judge:s3cret@"+strings.TrimPrefix(srv.URL, "http://")+"/api/v1"), "judge:xxxxx@"},
-		{"credentials in an unparsable URL", with("--prometheus", "http://judge:s3cret@[::1/x"), "judge:xxxxx@"},
+		{"credentials in an unparsable URL", with("--prometheus", "http://judge:s3cret@[::1/x"), "http://xxxxx@[::1/x"},
 		{"credentials without a scheme", with("--prometheus", "judge:s3cret@prom:9090"), "--prometheus"},
 		{"credentials and a query", with("--prometheus", "http://judge:s3cret@prom:9090/?token=t0ken"), "--prometheus"},
 		{"html a directory", with("--html", dir), "a directory"},
