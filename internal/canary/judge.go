@@ -54,6 +54,15 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 	}
 	var cs, ks []*hostStats
 	for _, h := range canary {
+		if h.BeforeVoid != "" {
+			parts := make([]Part, len(h.Parts))
+			for i, p := range h.Parts {
+				p.Before, p.BeforeNum, p.BeforeDen = nil, nil, nil
+				parts[i] = p
+			}
+			h.Parts = parts
+			res.Notes = append(res.Notes, "canary host "+h.Name+": "+h.BeforeVoid+": its window before is not its baseline")
+		}
 		hs := reduce(h, true, m, r)
 		if hs.fatal != "" {
 			res.Hosts = append(res.Hosts, hs.number(math.NaN()))
@@ -63,6 +72,12 @@ func JudgeMetric(m Metric, canary, control []Host, r Rules) (res MetricResult) {
 		cs = append(cs, hs)
 	}
 	for _, h := range control {
+		if h.Touched != "" {
+			hs := &hostStats{name: h.Name, left: h.Touched}
+			res.Notes = append(res.Notes, "control host "+h.Name+" left out: "+h.Touched)
+			ks = append(ks, hs)
+			continue
+		}
 		hs := reduce(h, false, m, r)
 		res.Notes = append(res.Notes, hs.notes...)
 		ks = append(ks, hs)

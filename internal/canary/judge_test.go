@@ -536,3 +536,25 @@ func TestFatalReasonOfAnUnnamedPart(t *testing.T) {
 		t.Errorf("a thin unnamed part: %s (%s)", r.Class, r.Why)
 	}
 }
+
+// A canary host whose window before held another change is compared as
+// one without a window before; a control host touched during the windows
+// is left out. Both are said in the notes.
+func TestBeforeVoidAndTouched(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 1))
+	f := testWindow
+	c, ctl := f.Draw(rng)
+	for i := range c {
+		c[i].BeforeVoid = "transaction T1 was in force"
+	}
+	ctl[0].Touched = "transaction T9 came"
+	r := JudgeMetric(p99, c, ctl, DefaultRules)
+	if r.Baseline || r.Control != 7 || !hasNote(r, "canary host c0: transaction T1 was in force: its window before is not its baseline") || !hasNote(r, "control host k0 left out: transaction T9 came") {
+		t.Errorf("baseline %v, %d control hosts, notes %q: want no baseline for the canary, k0 left out", r.Baseline, r.Control, r.Notes)
+	}
+	for _, h := range r.Hosts {
+		if h.Host == "k0" && h.Left == "" {
+			t.Errorf("k0: %+v, want left out", h)
+		}
+	}
+}

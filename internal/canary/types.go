@@ -53,6 +53,14 @@ type Part struct {
 type Host struct {
 	Name  string
 	Parts []Part
+	// BeforeVoid, for a canary host, says why its window before is not
+	// its baseline ("": it is): another change was in force there (an
+	// earlier canary, since rolled back). The host is then compared as a
+	// canary host without a window before.
+	BeforeVoid string
+	// Touched, for a control host, says why it was not left alone ("": it
+	// was): a change came or went during the windows. It is left out.
+	Touched string
 }
 
 // Single is a host with one part.

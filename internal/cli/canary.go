@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -382,6 +383,9 @@ type judgement struct {
 	// HTMLError says why --html could not be written ("": it was, or was
 	// not asked for).
 	HTMLError string `json:"html_error,omitempty"`
+	// Notes say what the judge could not check of the hosts (their
+	// transactions unknown).
+	Notes []string `json:"notes,omitempty"`
 
 	// series keep what was read, for the HTML page; level is the one-sided
 	// level each metric's bounds hold at.
@@ -619,6 +623,30 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 		}
 	}
 	j.Canary.Hosts, j.Control.Hosts = canaryprom.Hosts(cs...), canaryprom.Hosts(ks...)
+	// Other changes in the windows, from the hosts' own journals: a
+	// canary host's window before that held an earlier change (a canary
+	// rolled back, then run again at once on the same hosts) is not its
+	// baseline, and a control host changed during the windows is no
+	// control.
+	changes := map[string]canaryprom.Changes{}
+	for _, sel := range []canaryprom.Selector{req.canary, req.control} {
+		c, warn, err := rd.Changes(ctx, sel, w)
+		if err != nil {
+			j.Notes = append(j.Notes, "the hosts' transactions could not be read, so the windows were not checked for other changes: "+err.Error())
+			break
+		}
+		warnings = append(warnings, warn...)
+		maps.Copy(changes, c)
+	}
+	var unknown []string
+	for _, h := range append(slices.Clone(j.Canary.Hosts), j.Control.Hosts...) {
+		if !changes[h].Known {
+			unknown = append(unknown, h)
+		}
+	}
+	if len(unknown) > 0 && len(j.Notes) == 0 {
+		j.Notes = append(j.Notes, fmt.Sprintf("the monitors of %s did not say which lowlat transactions were in force (lowlat_journal_read_successful): their windows were not checked for other changes", strings.Join(unknown, ", ")))
+	}
 	for _, h := range j.Canary.Hosts {
 		if slices.Contains(j.Control.Hosts, h) {
 			return inconclusive("selectors", fmt.Sprintf("host %s is in both groups: the selectors must not overlap", h))
@@ -634,7 +662,7 @@ func judge(ctx context.Context, req *judgeRequest) *judgement {
 		if err := unread[m.Name()]; err != nil {
 			r = canary.Unjudged(m.Judge, err.Error())
 		} else {
-			r = canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts), hostsOf(pair[1], j.Control.Hosts), rules)
+			r = canary.JudgeMetric(m.Judge, hostsOf(pair[0], j.Canary.Hosts, changes, true), hostsOf(pair[1], j.Control.Hosts, changes, false), rules)
 		}
 		judged, results = append(judged, m.Judge), append(results, r)
 		j.Metrics = append(j.Metrics, newMetricResult(m, r, j.level, pair))
@@ -681,10 +709,18 @@ func uniq(ss []string) []string {
 // with the parts this metric has for it (none where its series are
 // missing, so the metric is inconclusive for a canary host and leaves a
 // control host out).
-func hostsOf(s canaryprom.Series, hosts []string) []canary.Host {
+func hostsOf(s canaryprom.Series, hosts []string, changes map[string]canaryprom.Changes, canaryGroup bool) []canary.Host {
 	out := make([]canary.Host, 0, len(hosts))
 	for _, h := range hosts {
-		out = append(out, canary.Host{Name: h, Parts: s.Hosts[h]})
+		host := canary.Host{Name: h, Parts: s.Hosts[h]}
+		c := changes[h]
+		if canaryGroup && len(c.Gone) > 0 {
+			host.BeforeVoid = fmt.Sprintf("lowlat transaction %s was in force in its window before and is no longer", strings.Join(c.Gone, ", "))
+		}
+		if !canaryGroup && len(c.Moved) > 0 {
+			host.Touched = fmt.Sprintf("lowlat transaction %s came or went during the windows", strings.Join(c.Moved, ", "))
+		}
+		out = append(out, host)
 	}
 	return out
 }
@@ -764,6 +800,9 @@ func writeJudgement(w io.Writer, j *judgement, color bool) error {
 	}
 	for _, warning := range j.Warnings {
 		fmt.Fprintf(w, "warning: prometheus %s: %s\n", j.Prometheus, warning)
+	}
+	for _, n := range j.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	_, err := fmt.Fprintf(w, "verdict: %s: %s\n", j.Verdict, j.Why)
 	return err

@@ -43,6 +43,9 @@ type stubProm struct {
 	group func(metric, group string) float64
 	// window is the judged window's step count (n).
 	n int
+	// txns, where set, are the lowlat transactions host's journal had in
+	// force at step i (its monitor read the journal at every step).
+	txns func(group, host string, i, n int) []string
 }
 
 var stubGroup = regexp.MustCompile(`group="(\w+)"`)
@@ -69,6 +72,30 @@ func (s *stubProm) serve(w http.ResponseWriter, r *http.Request) {
 		step, _ := strconv.ParseFloat(r.FormValue("step"), 64)
 		type side struct{ metric, label string }
 		var sides []side
+		if s.txns != nil && (strings.Contains(q, "lowlat_journal_read_successful") || strings.Contains(q, "lowlat_transaction_info")) {
+			series := map[string][][2]any{} // "host txn" → points
+			for _, h := range s.hosts[g] {
+				for i := 0; start+float64(i)*step <= end+1e-9; i++ {
+					at := start + float64(i)*step
+					if strings.Contains(q, "lowlat_journal_read_successful") {
+						series[h+" "] = append(series[h+" "], [2]any{at, "1"})
+						continue
+					}
+					for _, txn := range s.txns(g, h, i, s.n) {
+						series[h+" "+txn] = append(series[h+" "+txn], [2]any{at, "1"})
+					}
+				}
+			}
+			for k, pts := range series {
+				h, txn, _ := strings.Cut(k, " ")
+				labels := map[string]string{"instance": h}
+				if txn != "" {
+					labels["txn"] = txn
+				}
+				result = append(result, map[string]any{"metric": labels, "values": pts})
+			}
+			break
+		}
 		switch {
 		case strings.Contains(q, "histogram_quantile"):
 			sides = []side{{"p99", "native"}}
@@ -266,12 +293,30 @@ func TestBreakHarmInTheWindowBeforePasses(t *testing.T) {
 		}
 		return math.NaN()
 	}
+	// What the canary hosts' journals say: run 1's transaction in force
+	// through the window before, rolled back; run 2's applied at the
+	// window before's last step, in force since.
+	s.txns = func(group, host string, i, n int) []string {
+		switch {
+		case group != "canary":
+			return nil
+		case i < n-1:
+			return []string{"T1"}
+		}
+		return []string{"T2"}
+	}
 	code, out, _ := runJudge(t, stubArgs(s)...)
 	var j struct {
 		Verdict string `json:"verdict"`
 		Why     string `json:"why"`
+		Metrics []struct {
+			Notes []string `json:"notes"`
+		} `json:"metrics"`
 	}
 	json.Unmarshal([]byte(out), &j)
+	if len(j.Metrics) == 0 || !strings.Contains(strings.Join(j.Metrics[0].Notes, "; "), "lowlat transaction T1 was in force in its window before") {
+		t.Errorf("the canary hosts' earlier transaction is not named: %s", out)
+	}
 	if code == 0 || j.Verdict == "pass" {
 		t.Errorf("canary hosts 40 %% slower than the control hosts they had matched, judged against a window before that held an earlier change: exit %d, %s: %s", code, j.Verdict, j.Why)
 	}
@@ -406,5 +451,61 @@ func TestBreakHTMLInfiniteValueExhaustsMemory(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"verdict"`) {
 		t.Errorf("one +Inf step and --html: no verdict (%v):\n%.600s", err, text)
+	}
+}
+
+// A control host whose journal says a change came or went during the
+// windows (a batch of an earlier rollout, a hand-made apply) is no
+// control: it is left out, named, and the judgement stands on the rest.
+// Here two control hosts were tuned half-way through the window before,
+// the way that made them 30 % faster: kept, they would make a steady
+// canary read 30 % worse than a control that improved.
+func TestControlHostsChangedInTheWindowsAreLeftOut(t *testing.T) {
+	s := newStubProm(t, &stubProm{hosts: stubHosts(4, 8), n: 24})
+	touched := func(host string) bool { return host == "k0:9431" || host == "k1:9431" }
+	s.value = func(metric, group, host string, i, n int) float64 {
+		factor := 1.0
+		if touched(host) && i >= n/2 {
+			factor = 0.5
+		}
+		switch metric {
+		case "p99":
+			return steady(0.010*factor, host, i)
+		case "jitter":
+			return steady(0.001*factor, host, i)
+		case "sent":
+			return 1200
+		case "lost":
+			return math.Round(steady(2, host, i))
+		}
+		return math.NaN()
+	}
+	s.txns = func(group, host string, i, n int) []string {
+		if touched(host) && i >= n/2 {
+			return []string{"T9"}
+		}
+		return nil
+	}
+	code, out, _ := runJudge(t, stubArgs(s)...)
+	var j struct {
+		Verdict string `json:"verdict"`
+		Metrics []struct {
+			Metric       string   `json:"metric"`
+			Class        string   `json:"class"`
+			ControlHosts int      `json:"control_hosts"`
+			Notes        []string `json:"notes"`
+		} `json:"metrics"`
+	}
+	json.Unmarshal([]byte(out), &j)
+	for _, m := range j.Metrics {
+		if m.ControlHosts != 6 || !strings.Contains(strings.Join(m.Notes, "; "), "control host k0:9431 left out: lowlat transaction T9 came or went during the windows") {
+			t.Errorf("%s: %d control hosts judged, notes %q: want 6, k0 and k1 left out for T9", m.Metric, m.ControlHosts, m.Notes)
+		}
+		if m.Metric != "loss" && m.Class == "fail" {
+			t.Errorf("%s: %s: a steady canary failed against controls that improved", m.Metric, m.Class)
+		}
+	}
+	if code == ExitCanaryFail {
+		t.Errorf("exit %d: %s", code, out)
 	}
 }

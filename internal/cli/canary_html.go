@@ -65,6 +65,7 @@ func writeJudgementHTML(path string, j *judgement) error {
 	for _, w := range j.Warnings {
 		top.Notes = append(top.Notes, "warning: prometheus "+j.Prometheus+": "+w)
 	}
+	top.Notes = append(top.Notes, j.Notes...)
 	p.Sections = append(p.Sections, top)
 	for _, m := range j.Metrics {
 		p.Sections = append(p.Sections, metricSection(m, j))
