@@ -12,45 +12,18 @@ import (
 	"testing"
 )
 
-// brkBounds are lowlat's classic buckets, doubling from 50 µs (the same
-// as TestOneBucketIsInconclusive's).
-func brkBounds() []float64 {
-	b := make([]float64, 20)
-	for i := range b {
-		b[i] = 50e-6 * math.Pow(2, float64(i))
-	}
-	return b
-}
-
-// brkInBucket is what histogram_quantile reads of a step whose p99 is v:
-// the interpolation inside v's bucket (as TestOneBucketIsInconclusive
-// models it), the same whatever v is inside the bucket.
-func brkInBucket(v float64) float64 {
-	bs := brkBounds()
-	for i, b := range bs {
-		if v <= b {
-			lo := 0.0
-			if i > 0 {
-				lo = bs[i-1]
-			}
-			return lo + 0.99*(b-lo)
-		}
-	}
-	return math.Inf(1)
-}
-
 // brkBucketHost draws a host's 24 + 24 steps read from classic buckets:
 // before and after are its true p99 levels, noise the σ of a step's log;
 // the first lowBefore steps of its window before are at 0.7 ms.
 func brkBucketHost(rng *rand.Rand, name string, before, after, noise float64, lowBefore int) Host {
-	p := Part{Buckets: brkBounds()}
+	p := Part{Buckets: classicBounds()}
 	for i := range 24 {
 		b := before
 		if i < lowBefore {
 			b = 0.0007
 		}
-		p.Before = append(p.Before, brkInBucket(b*math.Exp(noise*rng.NormFloat64())))
-		p.After = append(p.After, brkInBucket(after*math.Exp(noise*rng.NormFloat64())))
+		p.Before = append(p.Before, readClassic(b*math.Exp(noise*rng.NormFloat64())))
+		p.After = append(p.After, readClassic(after*math.Exp(noise*rng.NormFloat64())))
 	}
 	return Host{Name: name, Parts: []Part{p}}
 }

@@ -266,23 +266,8 @@ func TestZeroVarianceIsInconclusive(t *testing.T) {
 // windows makes the metric inconclusive, not a pass; a move across buckets
 // is seen.
 func TestOneBucketIsInconclusive(t *testing.T) {
-	bounds := make([]float64, 20)
-	for i := range bounds {
-		bounds[i] = 50e-6 * math.Pow(2, float64(i))
-	}
-	// What histogram_quantile reads of a bucket that holds every sample.
-	inBucket := func(v float64) float64 {
-		for i, b := range bounds {
-			if v <= b {
-				lo := 0.0
-				if i > 0 {
-					lo = bounds[i-1]
-				}
-				return lo + 0.99*(b-lo)
-			}
-		}
-		return math.Inf(1)
-	}
+	bounds := classicBounds()
+	inBucket := readClassic
 	rng := rand.New(rand.NewPCG(10, 1))
 	host := func(name string, before, after, noise float64) Host {
 		p := Part{Buckets: bounds}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 )
@@ -66,9 +65,7 @@ func genFleet(rng *rand.Rand) fleet {
 	// A quarter of the times read from lowlat's classic buckets.
 	var bounds []float64
 	if !isLoss && rng.IntN(4) == 0 {
-		for i := range 20 {
-			bounds = append(bounds, 50e-6*math.Pow(2, float64(i)))
-		}
+		bounds = classicBounds()
 	}
 	f.what = fmt.Sprintf("%s: %d canary, %d control, %d steps, %d parts, spread %.2f, noise %.2f, baseline %.1f, gaps %.2f, effect x%.2f / %+.3f, %d probes at %.4f, %d buckets",
 		f.m.Name, nc, nk, steps, parts, spread, noise, baseline, gaps, effect, lossEffect, probes, rate, len(bounds))
@@ -274,20 +271,8 @@ func TestPropertyNeverPassOnThinOrDegenerate(t *testing.T) {
 			if f.m.Scale != Ratio {
 				return false
 			}
-			bounds := make([]float64, 20)
-			for i := range bounds {
-				bounds[i] = 50e-6 * math.Pow(2, float64(i))
-			}
-			read := func(v float64) float64 {
-				i := sort.SearchFloat64s(bounds, v)
-				switch {
-				case i == 0:
-					return 0.99 * bounds[0]
-				case i == len(bounds):
-					return bounds[len(bounds)-1]
-				}
-				return bounds[i-1] + 0.99*(bounds[i]-bounds[i-1])
-			}
+			bounds := classicBounds()
+			read := func(v float64) float64 { return readClassic(min(v, bounds[len(bounds)-1])) }
 			// The level each canary part reads: the control's typical
 			// level of that part (the canary like the control as read,
 			// and up to 2x worse inside the bucket).

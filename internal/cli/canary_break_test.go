@@ -170,6 +170,24 @@ func stubArgs(s *stubProm, extra ...string) []string {
 		"--window", fmt.Sprintf("%dm", s.n), "--step", "1m", "--end", strconv.FormatInt(end.Unix(), 10), "--json"}, extra...)
 }
 
+// scaledFleet is a stub's values of a steady fleet whose p99 and jitter
+// are factor(group, host, i, n) times their levels, its loss steady.
+func scaledFleet(factor func(group, host string, i, n int) float64) func(metric, group, host string, i, n int) float64 {
+	return func(metric, group, host string, i, n int) float64 {
+		switch metric {
+		case "p99":
+			return steady(0.010*factor(group, host, i, n), host, i)
+		case "jitter":
+			return steady(0.001*factor(group, host, i, n), host, i)
+		case "sent":
+			return 1200
+		case "lost":
+			return math.Round(steady(2, host, i))
+		}
+		return math.NaN()
+	}
+}
+
 // steady is a host's steady level with a little noise that differs by host
 // and step (a few percent), so that no group is degenerate.
 func steady(level float64, host string, i int) float64 {
@@ -273,26 +291,15 @@ func TestBreakTotalLossIsNotAFail(t *testing.T) {
 // docs/canary.md only asks it of the control group.
 func TestBreakHarmInTheWindowBeforePasses(t *testing.T) {
 	s := newStubProm(t, &stubProm{hosts: stubHosts(4, 8), n: 24})
-	s.value = func(metric, group, host string, i, n int) float64 {
-		factor := 1.0
-		if group == "canary" {
-			factor = 2.0 // run 1's change, the window before
-			if i >= n {
-				factor = 1.4 // run 2's, the window
-			}
+	s.value = scaledFleet(func(group, host string, i, n int) float64 {
+		switch {
+		case group != "canary":
+			return 1
+		case i < n:
+			return 2.0 // run 1's change, the window before
 		}
-		switch metric {
-		case "p99":
-			return steady(0.010*factor, host, i)
-		case "jitter":
-			return steady(0.001*factor, host, i)
-		case "sent":
-			return 1200
-		case "lost":
-			return math.Round(steady(2, host, i))
-		}
-		return math.NaN()
-	}
+		return 1.4 // run 2's, the window
+	})
 	// What the canary hosts' journals say: run 1's transaction in force
 	// through the window before, rolled back; run 2's applied at the
 	// window before's last step, in force since.
@@ -362,19 +369,7 @@ func TestBreakHTMLValidateMissesUnreplaceablePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newStubProm(t, &stubProm{hosts: stubHosts(4, 8), n: 24})
-	s.value = func(metric, group, host string, i, n int) float64 {
-		switch metric {
-		case "p99":
-			return steady(0.010, host, i)
-		case "jitter":
-			return steady(0.001, host, i)
-		case "sent":
-			return 1200
-		case "lost":
-			return math.Round(steady(2, host, i))
-		}
-		return math.NaN()
-	}
+	s.value = scaledFleet(func(string, string, int, int) float64 { return 1 })
 	asNobody := func(args ...string) (int, string) {
 		cmd := exec.Command("setpriv", append([]string{"--reuid", "65534", "--regid", "65534", "--clear-groups", bin, "canary", "judge"}, args...)...)
 		out, err := cmd.CombinedOutput()
@@ -463,23 +458,12 @@ func TestBreakHTMLInfiniteValueExhaustsMemory(t *testing.T) {
 func TestControlHostsChangedInTheWindowsAreLeftOut(t *testing.T) {
 	s := newStubProm(t, &stubProm{hosts: stubHosts(4, 8), n: 24})
 	touched := func(host string) bool { return host == "k0:9431" || host == "k1:9431" }
-	s.value = func(metric, group, host string, i, n int) float64 {
-		factor := 1.0
+	s.value = scaledFleet(func(group, host string, i, n int) float64 {
 		if touched(host) && i >= n/2 {
-			factor = 0.5
+			return 0.5
 		}
-		switch metric {
-		case "p99":
-			return steady(0.010*factor, host, i)
-		case "jitter":
-			return steady(0.001*factor, host, i)
-		case "sent":
-			return 1200
-		case "lost":
-			return math.Round(steady(2, host, i))
-		}
-		return math.NaN()
-	}
+		return 1
+	})
 	s.txns = func(group, host string, i, n int) []string {
 		if touched(host) && i >= n/2 {
 			return []string{"T9"}
