@@ -97,9 +97,7 @@ func (p *standInPlay) answer(t *testing.T, canary, control []string, verdict str
 	hosts, _ := json.Marshal(map[string]any{"canary": map[string]any{"selector": "x", "hosts": canary}, "control": map[string]any{"selector": "y", "hosts": control}})
 	judge, _ := json.Marshal(map[string]any{"verdict": verdict, "score": 0, "why": "the stand-in's verdict", "canary": map[string]any{"hosts": canary}, "control": map[string]any{"hosts": control}})
 	for name, b := range map[string][]byte{"hosts.json": hosts, "judge.json": judge, "judge.rc": []byte(fmt.Sprint(rc))} {
-		if err := os.WriteFile(filepath.Join(p.dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		p.write(t, name, b)
 	}
 }
 
@@ -115,6 +113,30 @@ func (p *standInPlay) play(t *testing.T, vars map[string]any, args ...string) (s
 	out, code := runBounded(t, cmd, 3*time.Minute)
 	c, _ := os.ReadFile(p.calls)
 	return out, code, strings.Split(strings.TrimSpace(string(c)), "\n")
+}
+
+// write writes the stand-in's file name (hosts.json, judge.json, ...).
+func (p *standInPlay) write(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(p.dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// module runs the collection's module name with args as Ansible runs it on
+// a host (the arguments in a file, Debian's Python), and returns its
+// result as printed.
+func (p *standInPlay) module(t *testing.T, name string, args map[string]any) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": args})
+	f := filepath.Join(p.dir, "args.json")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", filepath.Join(p.dir, "collections/ansible_collections/lowlat/lowlat/plugins/modules", name+".py"), f)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(p.dir, "collections"))
+	out, _ := cmd.Output()
+	return string(out)
 }
 
 func applied(calls []string) []string {
@@ -240,37 +262,59 @@ func TestBreakCanaryPlayChangesCanaryMonitorsOnly(t *testing.T) {
 	}
 }
 
-// TestBreakCanaryJudgeModuleReturnsThePassword: lowlat.lowlat.canary_judge
+// TestAnsibleCanaryJudgeModuleHidesThePassword: lowlat.lowlat.canary_judge
 // takes Prometheus's credentials in its prometheus option (the URL's
-// user:pass@, as lowlat canary judge does), but does not mark it no_log,
-// so Ansible returns it, unredacted, in every result's
-// invocation.module_args: in the registered lowlat_canary_judged, in
-// ansible-playbook -vvv's output, in what callback plugins and AWX/AAP
-// store of each task. lowlat itself never prints it (docs/canary.md:
-// "never shown: the text, the JSON, the page and every error"); the
-// module hands it out on every run, validate included.
-//
-// Reproduction: PYTHONPATH=<collections> python3 canary_judge.py args.json
-// with {"ANSIBLE_MODULE_ARGS": {"mode": "validate", "prometheus":
-// "http://judge:s3cret@127.0.0.1:9", ...}} prints
-// "invocation": {"module_args": {"prometheus": "http://judge:s3cret@..."}}.
-func TestBreakCanaryJudgeModuleReturnsThePassword(t *testing.T) {
+// user:pass@, as lowlat canary judge does). Without no_log, Ansible
+// returned the URL unredacted in every result's invocation.module_args: in
+// the registered lowlat_canary_judged, in ansible-playbook -vvv's output, in
+// what callback plugins and AWX/AAP store of each task (lowlat itself
+// prints it only redacted, docs/canary.md), validate included. The module
+// runs here as Ansible runs it, against the stand-in: no result, in any
+// mode, holds the password; lowlat's redacted URL (user:xxxxx@) stays in
+// the result and its messages, and a URL without credentials is shown as
+// is, not masked as "********" (no_log's mask would have hidden which
+// Prometheus failed).
+func TestAnsibleCanaryJudgeModuleHidesThePassword(t *testing.T) {
 	p := newStandInPlay(t, 1)
-	args, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": map[string]any{
-		"mode": "validate", "prometheus": "http://judge:s3cret@127.0.0.1:9", "canary": `a="b"`, "control": `a="c"`,
-		"window": "1h", "binary": filepath.Join(p.dir, "lowlat"),
-	}})
-	f := filepath.Join(p.dir, "args.json")
-	if err := os.WriteFile(f, args, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/usr/bin/python3", filepath.Join(p.dir, "collections/ansible_collections/lowlat/lowlat/plugins/modules/canary_judge.py"), f)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(p.dir, "collections"))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("module: %v\n%s", err, out)
-	}
-	if strings.Contains(string(out), "s3cret") {
-		t.Errorf("the module's result carries the password:\n%s", out)
+	for _, tt := range []struct {
+		name, url, shown string
+	}{
+		{"with credentials", "http://judge:s3cret@127.0.0.1:9", "http://judge:xxxxx@127.0.0.1:9"},
+		{"without", "http://127.0.0.1:9", "http://127.0.0.1:9"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// What lowlat answers: the URL redacted in the JSON and in
+			// every message.
+			why := fmt.Sprintf("p99: prometheus %s: query p99: connection refused", tt.shown)
+			judge, _ := json.Marshal(map[string]any{"verdict": "inconclusive", "score": 0, "why": why, "prometheus": tt.shown,
+				"canary": map[string]any{"hosts": []string{}}, "control": map[string]any{"hosts": []string{}}})
+			p.write(t, "judge.json", judge)
+			p.write(t, "judge.rc", []byte("5"))
+			for _, mode := range []string{"validate", "judge"} {
+				out := p.module(t, "canary_judge", map[string]any{
+					"mode": mode, "prometheus": tt.url, "canary": `a="b"`, "control": `a="c"`, "window": "1h",
+					"binary": filepath.Join(p.dir, "lowlat"),
+				})
+				if strings.Contains(out, "s3cret") {
+					t.Errorf("mode %s: the module's result carries the password:\n%s", mode, out)
+				}
+				var r struct {
+					Why        string                      `json:"why"`
+					Result     struct{ Prometheus string } `json:"result"`
+					Invocation struct {
+						ModuleArgs struct{ Prometheus string } `json:"module_args"`
+					} `json:"invocation"`
+				}
+				if err := json.Unmarshal([]byte(out), &r); err != nil {
+					t.Fatalf("mode %s: %v\n%s", mode, err, out)
+				}
+				if tt.url == tt.shown && r.Invocation.ModuleArgs.Prometheus != tt.url {
+					t.Errorf("mode %s: invocation's prometheus %q, want %s (nothing in it is secret)", mode, r.Invocation.ModuleArgs.Prometheus, tt.url)
+				}
+				if mode == "judge" && (r.Why != why || r.Result.Prometheus != tt.shown) {
+					t.Errorf("the judgement's why %q and prometheus %q, want lowlat's %q and %s:\n%s", r.Why, r.Result.Prometheus, why, tt.shown, out)
+				}
+			}
+		})
 	}
 }
