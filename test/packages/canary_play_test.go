@@ -149,24 +149,18 @@ func applied(calls []string) []string {
 	return out
 }
 
-// TestBreakCanaryPlayOneHostWithOwnSelector: with lowlat_canary_selector
-// given, the play accepts a canary batch of ONE host (the default 5 % of
-// six hosts), tunes it, waits the whole window, and only then hears the
-// judge say what it must always say of one canary host: inconclusive
-// ("a group of fewer than 2 hosts", docs/canary.md). The play's first
-// assert exempts a batch of one whenever lowlat_canary_selector is
-// defined, on the idea that the selector may select more; but the
-// selector must select exactly the batch's instances (tasks/judge.yml's
-// assert), and nothing checks the batch's size there. docs/fleet.md:
-// "The playbook checks this before it changes anything, rather than wait
-// a window for an inconclusive verdict: ... with any selectors, the hosts
-// Prometheus has for each". With the default 24h window that is a day of
-// a host held under a change for a verdict known in advance.
-//
-// Reproduction on a fleet: six hosts, -e lowlat_canary_selector='instance=~"h1:9431"'
-// (no lowlat_canary_batch): the play tunes h1, pauses 24h, then stops
-// "canary inconclusive".
-func TestBreakCanaryPlayOneHostWithOwnSelector(t *testing.T) {
+// TestAnsibleCanaryPlayRefusesOneHostWithOwnSelector: with
+// lowlat_canary_selector given, the play accepted a canary batch of ONE
+// host (the default 5 % of six hosts), tuned it, waited the whole window,
+// and only then heard the judge say what it must always say of one canary
+// host: inconclusive ("a group of fewer than 2 hosts", docs/canary.md).
+// The first play's assert exempted a batch of one whenever
+// lowlat_canary_selector was defined, on the idea that the selector may
+// select more; but the selector must select exactly the batch's instances
+// (tasks/judge.yml's assert). With the default 24h window that was a day of
+// a host held under a change for a verdict known in advance. The play must
+// refuse it before anything changes, saying why.
+func TestAnsibleCanaryPlayRefusesOneHostWithOwnSelector(t *testing.T) {
 	p := newStandInPlay(t, 6)
 	rest := []string{"h2:9431", "h3:9431", "h4:9431", "h5:9431", "h6:9431"}
 	p.answer(t, []string{"h1:9431"}, rest, "inconclusive", 5)
@@ -179,6 +173,9 @@ func TestBreakCanaryPlayOneHostWithOwnSelector(t *testing.T) {
 	t.Logf("exit %d, calls %q", code, calls)
 	if a := applied(calls); len(a) > 0 {
 		t.Errorf("a canary batch of one host (%v) was tuned and waited for; the judge can only say inconclusive of it:\n%s", a, tail(out))
+	}
+	if code == 0 || !strings.Contains(out, "at least two hosts in each group") {
+		t.Errorf("exit %d, want the play refused saying the judge needs two hosts a group:\n%s", code, tail(out))
 	}
 }
 
