@@ -17,9 +17,11 @@ package packages
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,44 +181,83 @@ func TestAnsibleCanaryPlayRefusesOneHostWithOwnSelector(t *testing.T) {
 	}
 }
 
-// TestBreakCanaryPlayUnchangedCanaryPasses: when the canary hosts already
+// TestAnsibleCanaryPlayStopsOnUnchangedCanary: when canary hosts already
 // have the profile (hand-tuned, an image that ships the settings, a host
-// tuned by an earlier rollout), lowlat apply changes nothing on them
-// ("A profile the host already has is a no-op", txn null), and the play
-// goes on regardless: it waits the window, the judge compares canary hosts
-// that did not change with hosts that did not change either, passes (no
-// effect: each host against its own window before), the confirm is
+// tuned by an earlier rollout), lowlat apply changes nothing on them ("A
+// profile the host already has is a no-op", txn null). The play went on
+// regardless: it waited the window, the judge compared canary hosts that
+// did not change with hosts that did not change either and passed (no
+// effect: each host against its own window before), the confirm was
 // skipped (no txn), and the rest of the fleet, where the change is real,
-// is rolled out on that "pass". A canary that changed nothing is no
-// evidence about the change; the play should stop before the window
-// (every canary host's lowlat_tuned.txn is null) instead of promoting.
+// was rolled out on that "pass". A canary host that changed nothing is no
+// evidence about the change: the play must stop before the window, roll
+// back the canary hosts that did change, and say which changed nothing and
+// what to do. Without the judge each host's own gate decides its own
+// change, and the play goes on (a rerun of a finished rollout is a no-op).
 //
 // Reproduction on a fleet: apply the profile by hand on h1 and h2
 // (lowlat apply --profile capped-uplink --yes), then play the canary with
-// lowlat_canary_batch=[h1,h2]: "canary pass", then h3..h6 are tuned.
-func TestBreakCanaryPlayUnchangedCanaryPasses(t *testing.T) {
+// lowlat_canary_batch=[h1,h2]: "canary pass", then h3..h6 were tuned.
+func TestAnsibleCanaryPlayStopsOnUnchangedCanary(t *testing.T) {
 	p := newStandInPlay(t, 6)
-	if err := os.WriteFile(filepath.Join(p.dir, "noop"), []byte("h1\nh2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	rest := []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}
 	p.answer(t, []string{"h1:9431", "h2:9431"}, rest, "pass", 0)
-	out, code, calls := p.play(t, map[string]any{
+	vars := map[string]any{
 		"lowlat_canary_batch":               []string{"h1", "h2"},
 		"lowlat_canary_window":              "6s",
 		"lowlat_prometheus_scrape_interval": "1s",
 		"lowlat_canary_confirm_margin":      "30s",
+	}
+	for _, tt := range []struct {
+		name, noop, unchanged string
+		rolledBack            []string
+	}{
+		{"no canary host changed", "h1\nh2\n", "h1, h2 changed nothing", nil},
+		{"one canary host changed nothing", "h1\n", "h1 changed nothing", []string{"h2"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p.write(t, "noop", []byte(tt.noop))
+			out, code, calls := p.play(t, vars)
+			t.Logf("exit %d, calls %q", code, calls)
+			if a := applied(calls); !slices.Equal(a, []string{"h1", "h2"}) {
+				t.Errorf("applied on %v, want the canary h1, h2 alone:\n%s", a, tail(out))
+			}
+			if slices.ContainsFunc(calls, func(c string) bool {
+				return strings.Contains(c, " canary judge ") && strings.HasSuffix(c, " --json") && !strings.Contains(c, "--list-hosts")
+			}) ||
+				strings.Contains(out, "TASK [Wait the canary window]") {
+				t.Errorf("the play waited the window and judged a canary that changed nothing:\n%s", tail(out))
+			}
+			if got := rolledBackOn(calls); !slices.Equal(got, tt.rolledBack) {
+				t.Errorf("rolled back on %v, want %v (the canary hosts that changed)", got, tt.rolledBack)
+			}
+			if code == 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), "canary: "+tt.unchanged) || !strings.Contains(out, "lowlat_canary_batch") {
+				t.Errorf("exit %d, want the play stopped saying %q and what to do:\n%s", code, tt.unchanged, tail(out))
+			}
+		})
+	}
+	t.Run("without the judge", func(t *testing.T) {
+		// The gates alone: h1, h2 already have the change, the rest get
+		// it, each host behind its own gate.
+		p.write(t, "noop", []byte("h1\nh2\n"))
+		noJudge := maps.Clone(vars)
+		noJudge["lowlat_canary_judge"] = false
+		out, code, calls := p.play(t, noJudge)
+		if a := applied(calls); code != 0 || len(a) != p.hosts {
+			t.Errorf("exit %d, applied on %v: want the rollout to every host:\n%s", code, a, tail(out))
+		}
 	})
-	t.Logf("exit %d, calls %q", code, calls)
-	var rest2 []string
-	for _, h := range applied(calls) {
-		if h != "h1" && h != "h2" {
-			rest2 = append(rest2, h)
+}
+
+// rolledBackOn lists the hosts of the stand-in's rollback calls.
+func rolledBackOn(calls []string) []string {
+	var out []string
+	for _, c := range calls {
+		if f := strings.Fields(c); len(f) > 1 && f[1] == "rollback" {
+			out = append(out, f[0])
 		}
 	}
-	if len(rest2) > 0 {
-		t.Errorf("no canary host changed, yet the play judged them, passed and tuned the rest (%v):\n%s", rest2, tail(out))
-	}
+	return out
 }
 
 // TestBreakCanaryPlayChangesCanaryMonitorsOnly: the role that tunes the
