@@ -107,10 +107,16 @@ func (p *standInPlay) answer(t *testing.T, canary, control []string, verdict str
 // exit code and the stand-in's command lines ("hN args...").
 func (p *standInPlay) play(t *testing.T, vars map[string]any, args ...string) (string, int, []string) {
 	t.Helper()
+	return p.playbook(t, "canary", vars, args...)
+}
+
+// playbook runs the collection's playbook name as play does.
+func (p *standInPlay) playbook(t *testing.T, name string, vars map[string]any, args ...string) (string, int, []string) {
+	t.Helper()
 	os.Remove(p.calls)
 	b, _ := json.Marshal(vars)
 	cmd := exec.Command("ansible-playbook", append([]string{"-i", filepath.Join(p.dir, "inventory.yml"), "-e", string(b),
-		filepath.Join(p.dir, "collections/ansible_collections/lowlat/lowlat/playbooks/canary.yml")}, args...)...)
+		filepath.Join(p.dir, "collections/ansible_collections/lowlat/lowlat/playbooks", name+".yml")}, args...)...)
 	cmd.Env = append(os.Environ(), ansibleEnv(p.dir)...)
 	out, code := runBounded(t, cmd, 3*time.Minute)
 	c, _ := os.ReadFile(p.calls)
@@ -260,44 +266,84 @@ func rolledBackOn(calls []string) []string {
 	return out
 }
 
-// TestBreakCanaryPlayChangesCanaryMonitorsOnly: the role that tunes the
-// canary also writes the monitor's configuration (lowlat_monitor_targets:
+// TestAnsibleCanaryPlayKeepsMonitorsAlike: the role that tunes the canary
+// also writes the monitor's configuration (lowlat_monitor_targets:
 // targets, probe interval, size, dscp) and installs the package (a new
 // monitor) — on the canary hosts only, before the window; the control
-// hosts keep their old monitor until the rollout reaches them after the
-// judge. Whenever a run changes the monitor's config (a target's probe
-// size or interval, a new version of the monitor), the judge compares
+// hosts kept their old monitor until the rollout reached them after the
+// judge. Whenever a run changed the monitor's config (a target's probe
+// size or interval, a new version of the monitor), the judge compared
 // canary series measured one way with control series measured another,
-// under the same part keys (target, kind), and attributes the
-// difference to the tuning: smaller or sparser probes on the canary read
-// as an improvement and can hide a harmful change (docs/canary.md's own
+// under the same part keys (target, kind), and attributed the difference
+// to the tuning: smaller or sparser probes on the canary read as an
+// improvement and can hide a harmful change (docs/canary.md's own
 // end-to-end test found loss depending on the probes' size: 64 against
-// 400 bytes). docs/fleet.md asks for "the same monitor configuration ...
-// on both sides"; the playbook itself breaks it.
-//
-// Reproduction on a fleet: change lowlat_monitor_targets' size for the
-// run (e.g. 400 → 64), play the canary: at the judge, h1 and h2 probe with
-// 64-byte probes, h3..h6 with 400-byte ones.
-func TestBreakCanaryPlayChangesCanaryMonitorsOnly(t *testing.T) {
+// 400 bytes). A judged canary must change the settings only: the play
+// refuses, before anything changes, to install a package or write the
+// monitor's config, and says how to deploy them to the whole fleet first;
+// lowlat.lowlat.monitor does that on every host, tuning nothing, and a
+// canary played after it judges hosts that all have the new config.
+func TestAnsibleCanaryPlayKeepsMonitorsAlike(t *testing.T) {
 	p := newStandInPlay(t, 6)
 	rest := []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}
 	p.answer(t, []string{"h1:9431", "h2:9431"}, rest, "pass", 0)
-	out, code, calls := p.play(t, map[string]any{
+	vars := map[string]any{
 		"lowlat_canary_batch":               []string{"h1", "h2"},
 		"lowlat_canary_window":              "6s",
 		"lowlat_prometheus_scrape_interval": "1s",
 		"lowlat_canary_confirm_margin":      "30s",
 		"lowlat_monitor_config":             "{{ lowlat_journal | replace('.journal', '.toml') }}",
-		"lowlat_monitor_targets":            []map[string]any{{"name": "edge", "kind": "udp", "address": "192.0.2.1:7431", "size": 64}},
+	}
+	targets := []map[string]any{{"name": "edge", "kind": "udp", "address": "192.0.2.1:7431", "size": 64}}
+	tomls := func() []string {
+		m, _ := filepath.Glob(filepath.Join(p.dir, "*.toml"))
+		return m
+	}
+	for _, tt := range []struct {
+		name, set string
+		value     any
+		want      string
+	}{
+		{"a monitor configuration", "lowlat_monitor_targets", targets,
+			"write the monitor's configuration (lowlat_monitor_targets) on h1, h2, h3, h4, h5 and 1 more"},
+		// Never installed: the play stops first.
+		{"a package", "lowlat_package", "/nonexistent/lowlat_0.1.0_amd64.deb", "install lowlat_package on h1, h2, h3, h4, h5 and 1 more"},
+	} {
+		t.Run(tt.name+" is refused before anything changes", func(t *testing.T) {
+			for _, f := range tomls() {
+				os.Remove(f)
+			}
+			v := maps.Clone(vars)
+			v[tt.set] = tt.value
+			out, code, calls := p.play(t, v)
+			t.Logf("exit %d, calls %q", code, calls)
+			msg := strings.Join(strings.Fields(out), " ")
+			if code == 0 || !strings.Contains(msg, tt.want) || !strings.Contains(msg, "ansible-playbook lowlat.lowlat.monitor") {
+				t.Errorf("exit %d, want the play refused saying %q and how to deploy it first:\n%s", code, tt.want, tail(out))
+			}
+			if len(calls) > 1 || calls[0] != "" || len(tomls()) > 0 || strings.Contains(out, "PLAY [Tune the canary batch") {
+				t.Errorf("the play went on (calls %q, monitor configs %v):\n%s", calls, tomls(), tail(out))
+			}
+		})
+	}
+
+	t.Run("deployed to every host first, then judged", func(t *testing.T) {
+		// The monitor playbook needs no profile and tunes nothing.
+		out, code, calls := p.playbook(t, "monitor", map[string]any{"lowlat_profile": "", "lowlat_monitor_targets": targets,
+			"lowlat_monitor_config": vars["lowlat_monitor_config"]})
+		if code != 0 || len(tomls()) != p.hosts || len(applied(calls)) > 0 {
+			t.Fatalf("monitor playbook: exit %d, configs %v, calls %q:\n%s", code, tomls(), calls, tail(out))
+		}
+		out, code, calls = p.play(t, vars)
+		t.Logf("exit %d, calls %q", code, calls)
+		b, err := os.ReadFile(filepath.Join(p.dir, "toml-at-judge"))
+		if err != nil {
+			t.Fatalf("the judge did not run: %v\n%s", err, tail(out))
+		}
+		if at := strings.Fields(string(b)); code != 0 || len(at) != p.hosts {
+			t.Errorf("exit %d; at the judge, the monitor configuration was on %v, want every host's", code, at)
+		}
 	})
-	t.Logf("exit %d, calls %q", code, calls)
-	b, err := os.ReadFile(filepath.Join(p.dir, "toml-at-judge"))
-	if err != nil {
-		t.Fatalf("the judge did not run: %v\n%s", err, tail(out))
-	}
-	if at := strings.Fields(string(b)); len(at) != 0 && len(at) != p.hosts {
-		t.Errorf("at the judge, the play had written the new monitor configuration on %v only: canary series measured with it, control series without", at)
-	}
 }
 
 // TestAnsibleCanaryJudgeModuleHidesThePassword: lowlat.lowlat.canary_judge
