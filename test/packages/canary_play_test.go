@@ -346,6 +346,43 @@ func TestAnsibleCanaryPlayKeepsMonitorsAlike(t *testing.T) {
 	})
 }
 
+// TestAnsibleCanaryPlayPrometheusUnreadAtTheJudge: Prometheus answered
+// before the window (the selectors' hosts) and cannot be reached at the
+// judge. lowlat's judgement is then inconclusive with no host in either
+// group, and the play's check of the judge's groups stopped it saying "the
+// judge's groups are not the canary batch ... selects no host", sending
+// the operator to the selectors. It must say that the judge could not read
+// Prometheus, with lowlat's reason, and roll the canary back.
+func TestAnsibleCanaryPlayPrometheusUnreadAtTheJudge(t *testing.T) {
+	p := newStandInPlay(t, 6)
+	p.answer(t, []string{"h1:9431", "h2:9431"}, []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}, "pass", 0)
+	// What lowlat canary judge --json says when Prometheus refuses the
+	// connection: inconclusive (exit 5), no host read.
+	why := `p99: prometheus http://127.0.0.1:9: query p99: Post "http://127.0.0.1:9/api/v1/query_range": dial tcp 127.0.0.1:9: connect: connection refused`
+	judge, _ := json.Marshal(map[string]any{"verdict": "inconclusive", "score": 0, "why": why, "prometheus": "http://127.0.0.1:9",
+		"canary": map[string]any{"hosts": []string{}}, "control": map[string]any{"hosts": []string{}}})
+	p.write(t, "judge.json", judge)
+	p.write(t, "judge.rc", []byte("5"))
+	out, code, calls := p.play(t, map[string]any{
+		"lowlat_canary_batch":               []string{"h1", "h2"},
+		"lowlat_canary_window":              "6s",
+		"lowlat_prometheus_scrape_interval": "1s",
+		"lowlat_canary_confirm_margin":      "30s",
+	})
+	t.Logf("exit %d, calls %q", code, calls)
+	msg := strings.Join(strings.Fields(out), " ")
+	if code == 0 || !strings.Contains(msg, "canary: the judge failed (could not read Prometheus") || !strings.Contains(msg, "connection refused") ||
+		strings.Contains(msg, "groups are not the canary batch") {
+		t.Errorf("exit %d, want the play stopped saying that the judge could not read Prometheus, and why:\n%s", code, tail(out))
+	}
+	if got := rolledBackOn(calls); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"h1", "h2"}) {
+		t.Errorf("rolled back on %v, want the canary h1, h2", got)
+	}
+	if a := applied(calls); len(a) != 2 {
+		t.Errorf("applied on %v, want the canary alone", a)
+	}
+}
+
 // TestAnsibleCanaryJudgeModuleHidesThePassword: lowlat.lowlat.canary_judge
 // takes Prometheus's credentials in its prometheus option (the URL's
 // user:pass@, as lowlat canary judge does). Without no_log, Ansible
