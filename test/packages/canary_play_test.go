@@ -2,14 +2,16 @@
 
 package packages
 
-// Adversarial review of issue 39's canary playbook (branch break2). These
-// tests play deploy/ansible/playbooks/canary.yml with Debian's
+// The canary playbook's own logic, and canary_judge's results, against a
+// stand-in for lowlat: defects an outside review of issue 39's playbook
+// found (branch break2), each with the test that caught it. These tests
+// play deploy/ansible/playbooks/canary.yml (and monitor.yml) with Debian's
 // ansible-playbook on this machine: every inventory host has connection
 // local, and lowlat is a stand-in (a shell script) that records each
 // command line with the host's journal and answers as lowlat does, so the
 // play's own logic is what is tested, in seconds and without the fleet.
 //
-//	LOWLAT_HEAVY_TESTS=1 go test -run TestBreakCanaryPlay -v ./test/packages
+//	LOWLAT_HEAVY_TESTS=1 go test -run 'TestAnsibleCanaryPlay|TestAnsibleCanaryJudgeModuleHides' -v ./test/packages
 //
 // (They install nothing and touch no namespace: they do not collide with
 // TestFleet*.)
@@ -147,10 +149,36 @@ func (p *standInPlay) module(t *testing.T, name string, args map[string]any) str
 	return string(out)
 }
 
-func applied(calls []string) []string {
+// newCanaryOfTwo is a stand-in play on six hosts whose Prometheus has the
+// canary h1, h2 and the control h3..h6, and whose judge passes.
+func newCanaryOfTwo(t *testing.T) *standInPlay {
+	t.Helper()
+	p := newStandInPlay(t, 6)
+	p.answer(t, []string{"h1:9431", "h2:9431"}, []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}, "pass", 0)
+	return p
+}
+
+// shortCanary is the extra vars of a judged canary of h1 and h2 with a
+// window of seconds.
+func shortCanary() map[string]any {
+	return map[string]any{
+		"lowlat_canary_batch":               []string{"h1", "h2"},
+		"lowlat_canary_window":              "6s",
+		"lowlat_prometheus_scrape_interval": "1s",
+		"lowlat_canary_confirm_margin":      "30s",
+	}
+}
+
+// applied lists the hosts of the stand-in's apply calls, in order.
+func applied(calls []string) []string { return calledOn(calls, "apply") }
+
+// rolledBackOn lists the hosts of the stand-in's rollback calls.
+func rolledBackOn(calls []string) []string { return calledOn(calls, "rollback") }
+
+func calledOn(calls []string, command string) []string {
 	var out []string
 	for _, c := range calls {
-		if f := strings.Fields(c); len(f) > 1 && f[1] == "apply" {
+		if f := strings.Fields(c); len(f) > 1 && f[1] == command {
 			out = append(out, f[0])
 		}
 	}
@@ -205,15 +233,8 @@ func TestAnsibleCanaryPlayRefusesOneHostWithOwnSelector(t *testing.T) {
 // (lowlat apply --profile capped-uplink --yes), then play the canary with
 // lowlat_canary_batch=[h1,h2]: "canary pass", then h3..h6 were tuned.
 func TestAnsibleCanaryPlayStopsOnUnchangedCanary(t *testing.T) {
-	p := newStandInPlay(t, 6)
-	rest := []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}
-	p.answer(t, []string{"h1:9431", "h2:9431"}, rest, "pass", 0)
-	vars := map[string]any{
-		"lowlat_canary_batch":               []string{"h1", "h2"},
-		"lowlat_canary_window":              "6s",
-		"lowlat_prometheus_scrape_interval": "1s",
-		"lowlat_canary_confirm_margin":      "30s",
-	}
+	p := newCanaryOfTwo(t)
+	vars := shortCanary()
 	for _, tt := range []struct {
 		name, noop, unchanged string
 		rolledBack            []string
@@ -225,7 +246,7 @@ func TestAnsibleCanaryPlayStopsOnUnchangedCanary(t *testing.T) {
 			p.write(t, "noop", []byte(tt.noop))
 			out, code, calls := p.play(t, vars)
 			t.Logf("exit %d, calls %q", code, calls)
-			if a := applied(calls); !slices.Equal(a, []string{"h1", "h2"}) {
+			if a := applied(calls); !slices.Equal(slices.Sorted(slices.Values(a)), []string{"h1", "h2"}) {
 				t.Errorf("applied on %v, want the canary h1, h2 alone:\n%s", a, tail(out))
 			}
 			if slices.ContainsFunc(calls, func(c string) bool {
@@ -246,24 +267,13 @@ func TestAnsibleCanaryPlayStopsOnUnchangedCanary(t *testing.T) {
 		// The gates alone: h1, h2 already have the change, the rest get
 		// it, each host behind its own gate.
 		p.write(t, "noop", []byte("h1\nh2\n"))
-		noJudge := maps.Clone(vars)
+		noJudge := shortCanary()
 		noJudge["lowlat_canary_judge"] = false
 		out, code, calls := p.play(t, noJudge)
 		if a := applied(calls); code != 0 || len(a) != p.hosts {
 			t.Errorf("exit %d, applied on %v: want the rollout to every host:\n%s", code, a, tail(out))
 		}
 	})
-}
-
-// rolledBackOn lists the hosts of the stand-in's rollback calls.
-func rolledBackOn(calls []string) []string {
-	var out []string
-	for _, c := range calls {
-		if f := strings.Fields(c); len(f) > 1 && f[1] == "rollback" {
-			out = append(out, f[0])
-		}
-	}
-	return out
 }
 
 // TestAnsibleCanaryPlayKeepsMonitorsAlike: the role that tunes the canary
@@ -284,16 +294,9 @@ func rolledBackOn(calls []string) []string {
 // lowlat.lowlat.monitor does that on every host, tuning nothing, and a
 // canary played after it judges hosts that all have the new config.
 func TestAnsibleCanaryPlayKeepsMonitorsAlike(t *testing.T) {
-	p := newStandInPlay(t, 6)
-	rest := []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}
-	p.answer(t, []string{"h1:9431", "h2:9431"}, rest, "pass", 0)
-	vars := map[string]any{
-		"lowlat_canary_batch":               []string{"h1", "h2"},
-		"lowlat_canary_window":              "6s",
-		"lowlat_prometheus_scrape_interval": "1s",
-		"lowlat_canary_confirm_margin":      "30s",
-		"lowlat_monitor_config":             "{{ lowlat_journal | replace('.journal', '.toml') }}",
-	}
+	p := newCanaryOfTwo(t)
+	vars := shortCanary()
+	vars["lowlat_monitor_config"] = "{{ lowlat_journal | replace('.journal', '.toml') }}"
 	targets := []map[string]any{{"name": "edge", "kind": "udp", "address": "192.0.2.1:7431", "size": 64}}
 	tomls := func() []string {
 		m, _ := filepath.Glob(filepath.Join(p.dir, "*.toml"))
@@ -354,8 +357,7 @@ func TestAnsibleCanaryPlayKeepsMonitorsAlike(t *testing.T) {
 // the operator to the selectors. It must say that the judge could not read
 // Prometheus, with lowlat's reason, and roll the canary back.
 func TestAnsibleCanaryPlayPrometheusUnreadAtTheJudge(t *testing.T) {
-	p := newStandInPlay(t, 6)
-	p.answer(t, []string{"h1:9431", "h2:9431"}, []string{"h3:9431", "h4:9431", "h5:9431", "h6:9431"}, "pass", 0)
+	p := newCanaryOfTwo(t)
 	// What lowlat canary judge --json says when Prometheus refuses the
 	// connection: inconclusive (exit 5), no host read.
 	why := `p99: prometheus http://127.0.0.1:9: query p99: Post "http://127.0.0.1:9/api/v1/query_range": dial tcp 127.0.0.1:9: connect: connection refused`
@@ -363,12 +365,7 @@ func TestAnsibleCanaryPlayPrometheusUnreadAtTheJudge(t *testing.T) {
 		"canary": map[string]any{"hosts": []string{}}, "control": map[string]any{"hosts": []string{}}})
 	p.write(t, "judge.json", judge)
 	p.write(t, "judge.rc", []byte("5"))
-	out, code, calls := p.play(t, map[string]any{
-		"lowlat_canary_batch":               []string{"h1", "h2"},
-		"lowlat_canary_window":              "6s",
-		"lowlat_prometheus_scrape_interval": "1s",
-		"lowlat_canary_confirm_margin":      "30s",
-	})
+	out, code, calls := p.play(t, shortCanary())
 	t.Logf("exit %d, calls %q", code, calls)
 	msg := strings.Join(strings.Fields(out), " ")
 	if code == 0 || !strings.Contains(msg, "canary: the judge failed (could not read Prometheus") || !strings.Contains(msg, "connection refused") ||
