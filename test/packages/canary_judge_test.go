@@ -822,9 +822,9 @@ func waitSeries(t *testing.T, ctl *testnet.NS, n int) {
 
 // judgeInventory is inventory's fleet with the judge: Prometheus, the
 // window, no monitor config of the role (the test runs the monitors) and no
-// package: the test installed it before the monitors started, and the
-// role's install (TestFleetCanary's to check) would only find it there, at
-// 5 to 15 s of apt a host and batch.
+// package (the test installed it before the monitors started): a judged
+// canary refuses both, which lowlat.lowlat.monitor deploys to every host
+// first (the role's install is TestFleetCanary's to check).
 func judgeInventory(t *testing.T, dir string, hosts []*fleetHost) string {
 	t.Helper()
 	var b strings.Builder

@@ -48,7 +48,13 @@ options:
     choices: [judge, validate, hosts]
     default: judge
   prometheus:
-    description: Prometheus's URL, e.g. C(http://prometheus:9090).
+    description:
+      - Prometheus's URL, e.g. C(http://prometheus:9090); credentials in it
+        (C(https://user:pass@prometheus)) authenticate the judge's requests.
+      - Never returned or logged as given (C(no_log)) - lowlat's own
+        messages and RV(result) show it redacted (C(user:xxxxx@)). A URL
+        without credentials, a query or a fragment (nothing lowlat hides) is
+        shown as is.
     type: str
     required: true
   canary:
@@ -249,6 +255,21 @@ def judge_args(module):
     return args + MODE_FLAGS.get(p['mode'], ['--json'])
 
 
+def show_prometheus(module):
+    """Unmask a Prometheus URL that holds nothing lowlat hides.
+
+    no_log masks the URL wherever it appears in the result: lowlat's
+    redacted form of a URL with credentials differs from it and stays, but
+    a URL without them is its own redacted form, and every message naming
+    it ("prometheus ********: ...") would no longer say which Prometheus
+    failed. lowlat hides a URL's userinfo, query and fragment; one without
+    them ('@', '?', '#') is shown, in the invocation too.
+    """
+    url = module.params['prometheus']
+    if not any(c in url for c in '@?#'):
+        module.no_log_values.discard(url)
+
+
 def first_line(err, rc):
     """lowlat's one line: the first line of its stderr."""
     lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
@@ -258,7 +279,10 @@ def first_line(err, rc):
 def main():
     argument_spec = dict(
         mode=dict(type='str', default='judge', choices=['judge', 'validate', 'hosts']),
-        prometheus=dict(type='str', required=True),
+        # Its credentials (user:pass@) must appear in no result: no_log
+        # keeps the value out of invocation.module_args and masks it
+        # wherever it appears (lowlat itself prints only its redacted form).
+        prometheus=dict(type='str', required=True, no_log=True),
         canary=dict(type='str', required=True),
         control=dict(type='str', required=True),
         window=dict(type='str', required=True),
@@ -274,6 +298,7 @@ def main():
     argument_spec.update(COMMON_ARGS)
     del argument_spec['journal']
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    show_prometheus(module)
     mode = module.params['mode']
     rc, data, err = run_lowlat(module, judge_args(module), journal=False)
     if mode != 'judge':
