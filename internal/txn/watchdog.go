@@ -77,7 +77,7 @@ type WatchdogStarter struct {
 // SpawnWatchdog starts exe's dead-man process for transaction txnID of
 // journalPath on the live host (WatchdogStarter).
 func SpawnWatchdog(exe, journalPath, txnID string, deadline time.Time) (Watchdog, error) {
-	return (&WatchdogStarter{Exe: exe, Journal: journalPath}).Start(txnID, deadline)
+	return (&WatchdogStarter{Exe: exe, Journal: journalPath, Root: watchdogRootOverride}).Start(txnID, deadline)
 }
 
 const watchdogPrefix = "lowlat-watchdog-"
