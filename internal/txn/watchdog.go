@@ -139,11 +139,10 @@ func (s *WatchdogStarter) startScope(txnID string, args []string) (Watchdog, err
 		argv = append(argv, "--expand-environment=no")
 	}
 	argv = append(append(argv, "--", s.Exe), args...)
-	errf, err := unlinkedTemp()
-	if err != nil {
-		return Watchdog{}, fmt.Errorf("systemd-run --scope --unit %s: %w", unit, err)
+	errf := unlinkedTemp() // nil: its message is lost, not the scope
+	if errf != nil {
+		defer errf.Close()
 	}
-	defer errf.Close()
 	cmd := exec.Command(run, argv...)
 	done, err := startDetached(cmd, errf)
 	if err != nil {
@@ -299,18 +298,22 @@ func startDetached(cmd *exec.Cmd, stderr *os.File) (<-chan error, error) {
 	return done, nil
 }
 
-// unlinkedTemp is a file for systemd-run's messages: deleted at once, so
-// that nothing is left behind by a watchdog that keeps it as its stderr.
-func unlinkedTemp() (*os.File, error) {
+// unlinkedTemp is a file for systemd-run's messages (nil where none can
+// be made): deleted at once, so that nothing is left behind by a watchdog
+// that keeps it as its stderr.
+func unlinkedTemp() *os.File {
 	f, err := os.CreateTemp("", "lowlat-systemd-run-")
 	if err != nil {
-		return nil, fmt.Errorf("a file for its messages: %w", err)
+		return nil
 	}
 	os.Remove(f.Name())
-	return f, nil
+	return f
 }
 
 func readAll(f *os.File) string {
+	if f == nil {
+		return ""
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return ""
 	}

@@ -168,6 +168,17 @@ func TestWatchdogInSystemdScope(t *testing.T) {
 	}
 }
 
+// TestWatchdogScopeWithoutTemp: no file for systemd-run's messages (an
+// unwritable $TMPDIR) is no reason to go without the scope.
+func TestWatchdogScopeWithoutTemp(t *testing.T) {
+	f := newFakeSystemd(t, true, "ok")
+	t.Setenv("TMPDIR", filepath.Join(f.root, "missing"))
+	w, err := f.start()
+	if err != nil || w.Unit != "lowlat-watchdog-T1.scope" || !w.OwnCgroup {
+		t.Errorf("watchdog %+v, %v; want it in its scope", w, err)
+	}
+}
+
 // TestWatchdogScopeNotJoined: a watchdog systemd-run started that is not
 // in its scope after all is not taken for one that is.
 func TestWatchdogScopeNotJoined(t *testing.T) {
