@@ -28,10 +28,10 @@ func engine(env *Env, journalFlag string) *txn.Engine {
 		JournalPath: path,
 		Sys:         knob.Live,
 		BootID:      txn.BootID(),
-		StartWatchdog: func(id string, deadline time.Time) (int, error) {
+		StartWatchdog: func(id string, deadline time.Time) (txn.Watchdog, error) {
 			exe, err := lowlatExecutable()
 			if err != nil {
-				return 0, err
+				return txn.Watchdog{}, err
 			}
 			return txn.SpawnWatchdog(exe, path, id, deadline)
 		},
@@ -270,6 +270,9 @@ func runApply(ctx context.Context, env *Env, o *applyOptions, args []string) err
 		out := map[string]any{"txn": res.Txn, "changed": len(res.Changed) > 0 && (verdict == nil || verdict.Keep), "changes": res.Changed, "failed": res.Failed, "notes": res.Notes}
 		if len(dropped) > 0 {
 			out["not_writable"] = dropped
+		}
+		if res.Watchdog != nil {
+			out["watchdog"] = res.Watchdog
 		}
 		switch {
 		case o.confirm > 0 && verdict == nil:

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lowlat/lowlat/internal/report"
+	"github.com/lowlat/lowlat/internal/txn"
 )
 
 // watchdogOptions are the flags txn.SpawnWatchdog passes.
@@ -44,6 +45,10 @@ func runWatchdog(ctx context.Context, env *Env, o *watchdogOptions, args []strin
 	// the one process the watchdog may stop if it still holds the journal
 	// at the deadline.
 	applyPID := os.Getppid()
+	// Started in lowlat's own cgroup (no systemd here), it leaves it and
+	// removes it as it exits; the next apply --confirm removes one that a
+	// kill -9 left.
+	defer txn.LeaveWatchdogCgroup(o.txn)
 	// SIGTERM from 'lowlat confirm' cancels ctx: exit quietly, change kept.
 	_, err = engine(env, o.journal).Watchdog(ctx, o.txn, deadline, applyPID)
 	if err == context.Canceled {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lowlat/lowlat/internal/cgroup"
 	"github.com/lowlat/lowlat/internal/testnet"
 )
 
@@ -43,10 +44,11 @@ func TestBreakWatchdogDiesWithItsCgroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a namespace and a cgroup")
 	}
-	const root = "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
-		t.Skip("no cgroup v2 hierarchy at " + root)
+	hs, err := cgroup.FS{}.Hierarchies()
+	if err != nil || hs[0].Version != 2 {
+		t.Skipf("no cgroup v2 hierarchy here (%v)", err)
 	}
+	root := hs[0].Dir
 	w := newWorld(t)
 	before := w.snapshot()
 	cg := filepath.Join(root, fmt.Sprintf("lowlat-break2-%d", os.Getpid()))
@@ -73,10 +75,14 @@ func TestBreakWatchdogDiesWithItsCgroup(t *testing.T) {
 	if w.snapshot() == before {
 		t.Fatal("apply changed nothing")
 	}
-	procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
-	if strings.TrimSpace(string(procs)) == "" {
-		t.Fatal("no watchdog left in the apply's cgroup: the test shows nothing")
+	// The watchdog runs (outside the apply's cgroup, with the fix; in it,
+	// without).
+	wd := journalState(t, w.journal).Txns[0].Meta.WatchdogPID
+	if wd <= 0 || syscall.Kill(wd, 0) != nil {
+		t.Fatalf("the apply's watchdog (pid %d) does not run: the test shows nothing", wd)
 	}
+	procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+	wdCgroup, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", wd))
 	// The session (or unit) ends: systemd kills what is left in its cgroup.
 	if err := os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0); err != nil {
 		t.Fatal(err)
@@ -84,8 +90,8 @@ func TestBreakWatchdogDiesWithItsCgroup(t *testing.T) {
 	if !waitFor(15*time.Second, func() bool { return w.snapshot() == before }) {
 		tx := journalState(t, w.journal).Txns[0]
 		diff := strings.Count(testnet.DiffLines(before, w.snapshot()), "\n+ ")
-		t.Errorf("15 s after a 3 s deadline, its watchdog killed with the apply's cgroup (pids %q): still in force (%d settings changed), awaiting confirmation %v",
-			strings.Fields(string(procs)), diff, tx.PendingConfirm())
+		t.Errorf("15 s after a 3 s deadline, its watchdog (pid %d, cgroup %q) killed with the apply's cgroup (pids %q): still in force (%d settings changed), awaiting confirmation %v",
+			wd, strings.TrimSpace(string(wdCgroup)), strings.Fields(string(procs)), diff, tx.PendingConfirm())
 	}
 	w.run(nil, "rollback") // the test's own cleanup
 }

@@ -12,3 +12,6 @@ func crashPoint(stage string, n int) {
 
 // bootIDOverride pretends a reboot happened (test builds only).
 var bootIDOverride string
+
+// watchdogRootOverride is SpawnWatchdog's host root (test builds only).
+var watchdogRootOverride string

@@ -14,6 +14,10 @@ import (
 func init() {
 	// LOWLAT_TEST_BOOT_ID pretends the host rebooted.
 	bootIDOverride = os.Getenv("LOWLAT_TEST_BOOT_ID")
+	// LOWLAT_TEST_WATCHDOG_ROOT places the watchdog as on the host whose
+	// /proc and /run are below it (one without cgroup mounts: it shares
+	// the apply's cgroup).
+	watchdogRootOverride = os.Getenv("LOWLAT_TEST_WATCHDOG_ROOT")
 	want := os.Getenv("LOWLAT_TEST_CRASH")
 	if want == "" {
 		return

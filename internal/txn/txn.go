@@ -58,6 +58,9 @@ type Result struct {
 	// RolledBack are the transactions a rollback (or recovery) ended.
 	RolledBack []string `json:"rolled_back,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+	// Watchdog is the dead-man process an apply --confirm started, and
+	// where it runs (its note is among Notes too).
+	Watchdog *Watchdog `json:"watchdog,omitempty"`
 }
 
 // MarshalJSON adds "changed": true when the result changed any knob.
@@ -96,8 +99,9 @@ type Engine struct {
 	BootID string
 	Now    func() time.Time
 	// StartWatchdog launches the dead-man process for a --confirm apply; it
-	// returns the watchdog's pid. Nil means confirm is unavailable.
-	StartWatchdog func(txn string, deadline time.Time) (int, error)
+	// returns the watchdog's pid and where it runs (WatchdogStarter). Nil
+	// means confirm is unavailable.
+	StartWatchdog func(txn string, deadline time.Time) (Watchdog, error)
 	// ProcessRuns reports whether pid is alive and its command line names
 	// marker (nil: look in /proc). Tests replace it.
 	ProcessRuns func(pid int, marker string) bool
@@ -193,11 +197,15 @@ func (e *Engine) ApplyAs(ctx context.Context, id string, changes []Change, meta 
 		}
 		// The watchdog starts before the first write, so even an apply that
 		// hangs or is killed is rolled back at the deadline.
-		pid, err := e.StartWatchdog(id, *meta.ConfirmBy)
+		w, err := e.StartWatchdog(id, *meta.ConfirmBy)
 		if err != nil {
 			return nil, fmt.Errorf("apply --confirm: start watchdog: %w", err)
 		}
-		meta.WatchdogPID = pid
+		meta.WatchdogPID = w.PID
+		res.Watchdog = &w
+		if w.Note != "" {
+			res.Notes = append(res.Notes, w.Note)
+		}
 	}
 	if err := j.Append(journal.Record{Type: journal.TypeBegin, Txn: id, Meta: &meta}); err != nil {
 		return nil, err

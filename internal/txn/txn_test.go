@@ -78,8 +78,11 @@ func (h *fakeHost) reboot() {
 
 func (h *fakeHost) engine(boot string) *txn.Engine {
 	return &txn.Engine{JournalPath: h.jp, Sys: h.sys, BootID: boot, Now: func() time.Time { return h.now },
-		StartWatchdog: func(id string, deadline time.Time) (int, error) { h.watchdogs[4242] = true; return 4242, nil },
-		ProcessRuns:   func(pid int, marker string) bool { return h.watchdogs[pid] }}
+		StartWatchdog: func(id string, deadline time.Time) (txn.Watchdog, error) {
+			h.watchdogs[4242] = true
+			return txn.Watchdog{PID: 4242}, nil
+		},
+		ProcessRuns: func(pid int, marker string) bool { return h.watchdogs[pid] }}
 }
 
 func (h *fakeHost) read(p string) string {
