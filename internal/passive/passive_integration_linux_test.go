@@ -484,6 +484,26 @@ func TestIntegrationRXReceiverBesideHog(t *testing.T) {
 	}
 }
 
+// A clock offset that is wrong (the reading preempted, clock.go) makes
+// short delays read below zero. They are packets all the same: each stage
+// counts every one, never only those longer than the offset's error (the
+// VM's UDP stack stage once counted 1140 of 2000, its delays being a few
+// µs). The offset here is 100 ms low, longer than every delay.
+func TestIntegrationRXWrongClockOffsetLosesNoPacket(t *testing.T) {
+	offsetBias = -int64(100 * time.Millisecond)
+	t.Cleanup(func() { offsetBias = 0 })
+	p := newPair(t)
+	s := openIn(t, p.srv, Config{RX: true, Ports: []Port{{"tcp", 7777}}})
+	d := rxRun(t, p, s, "tcp", 1, false, 2*time.Second)
+	for _, st := range []string{StageSocket, StageRead} {
+		h := d.Find("rx tcp/7777 " + st).Hist
+		t.Logf("%s: %d packets, p99 %v", st, h.Count(), h.Quantile(0.99))
+		if h.Count() < 1000 {
+			t.Errorf("rx tcp/7777 %s with the clock offset 100 ms low: %d packets of a 2 s run at 1000/s, want 1000 at least", st, h.Count())
+		}
+	}
+}
+
 // UDP's read stage: measured where the kernel allows fentry (the stock
 // kernel must), reported unavailable with the kernel's reason where not.
 func TestIntegrationRXUDPRead(t *testing.T) {

@@ -52,6 +52,10 @@ type Session struct {
 	hists  *ebpf.Map
 	offset *ebpf.Variable
 	layout []Series // per slot index: what the slot's histogram is
+	// offsetNow is the offset the hooks use, offsetBound the most it can
+	// be wrong by (0: none set yet); only keepOffset's goroutine writes
+	// them after Open.
+	offsetNow, offsetBound int64
 	// Hooks lists the kernel hooks attached, in order.
 	Hooks []string
 	// Unavailable says, per hook this kernel refused that the session could
@@ -530,19 +534,34 @@ func (s *Session) enableRXTimestamps() error {
 	return nil
 }
 
-// setOffset stores CLOCK_REALTIME - CLOCK_MONOTONIC, read between two
-// monotonic readings, for the receive hooks.
+// setOffset measures CLOCK_REALTIME - CLOCK_MONOTONIC (clock.go says how
+// and why eight times) and stores it for the receive hooks when it is
+// better than, or disagrees with, the one they use.
 func (s *Session) setOffset() error {
-	var m1, r, m2 unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &m1)
-	unix.ClockGettime(unix.CLOCK_REALTIME, &r)
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &m2)
-	off := r.Nano() - (m1.Nano()+m2.Nano())/2
-	if err := s.offset.Set(off); err != nil {
-		return fmt.Errorf("passive: set the clock offset: %w", err)
+	var rs [offsetReadings]clockReading
+	for i := range rs {
+		var m1, r, m2 unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &m1)
+		unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &m2)
+		rs[i] = clockReading{m1.Nano(), r.Nano(), m2.Nano()}
 	}
+	off, bound := tightestOffset(rs[:])
+	if s.offsetBound > 0 {
+		off, bound = nextOffset(s.offsetNow, s.offsetBound, off, bound)
+	}
+	if s.offsetBound == 0 || off != s.offsetNow {
+		if err := s.offset.Set(off + offsetBias); err != nil {
+			return fmt.Errorf("passive: set the clock offset: %w", err)
+		}
+	}
+	s.offsetNow, s.offsetBound = off, bound
 	return nil
 }
+
+// offsetBias is added to the offset the hooks get: 0 but in a test that
+// makes the offset wrong.
+var offsetBias int64
 
 // keepOffset follows steps of the realtime clock (NTP slews both clocks
 // alike; a step moves only realtime).

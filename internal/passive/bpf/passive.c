@@ -447,8 +447,11 @@ static __always_inline void rx_record(struct sk_buff *skb, __u8 kind, __u8 proto
 	if (!ts)
 		return;
 	__s64 now = (__s64)bpf_ktime_get_ns() + realtime_offset;
-	if (now >= ts)
-		record(s->index, now - ts);
+	/* A delay shorter than the offset's error (user space's clock.go
+	 * bounds it) reads below zero: it is a packet all the same, counted
+	 * as 0 rather than dropped, or a series would lose its shortest
+	 * delays (a stage's whole population, where they are a microsecond). */
+	record(s->index, now > ts ? now - ts : 0);
 }
 
 SEC("tp_btf/netif_receive_skb")
