@@ -44,9 +44,8 @@ func brkBucketHost(rng *rand.Rand, name string, before, after, noise float64, lo
 // worse: +2.6 % [-2.6, +7.7]"): a +67 % regression rolled out to the fleet.
 func TestBreakOneBeforeStepDefeatsBucketBlindness(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 1))
-	passed, n := 0, 200
-	var example string
-	for range n {
+	n := 200
+	passed, example := passes(n, func() MetricResult {
 		var c, ctl []Host
 		for i := range 4 {
 			c = append(c, brkBucketHost(rng, fmt.Sprint("c", i), 0.0009, 0.0015, 0.01, 1))
@@ -54,12 +53,8 @@ func TestBreakOneBeforeStepDefeatsBucketBlindness(t *testing.T) {
 		for i := range 8 {
 			ctl = append(ctl, brkBucketHost(rng, fmt.Sprint("k", i), 0.00085, 0.00085, 0.03, 0))
 		}
-		r := JudgeMetric(p99, c, ctl, DefaultRules)
-		if r.Class == Pass {
-			passed++
-			example = r.Why
-		}
-	}
+		return JudgeMetric(p99, c, ctl, DefaultRules)
+	})
 	if passed > 0 {
 		t.Errorf("a canary moving 0.9 -> 1.5 ms (+67 %%) inside one bucket, one step of its window before in the bucket below: pass in %d of %d fleets (e.g. %q); want never a pass (the window judged is blind)", passed, n, example)
 	}
@@ -267,15 +262,11 @@ func TestBreakLogLossPoolsAwayAHostsLoss(t *testing.T) {
 		t.Errorf("one of 4 canary hosts losing 100 %% (+25 points on the canary's mean): a pass in %d of 200 fleets, effect under half the truth in %d (e.g. %s)", notFail, lowEffect, example)
 	}
 	f.Canary, f.Control = 8, 16
-	passed := 0
-	for range 1000 {
+	passed, example := passes(1000, func() MetricResult {
 		c, ctl := f.Draw(rng)
 		lose(c[0], 0.2)
-		if r := JudgeMetric(loss, c, ctl, DefaultRules); r.Class == Pass {
-			passed++
-			example = r.Why
-		}
-	}
+		return JudgeMetric(loss, c, ctl, DefaultRules)
+	})
 	if passed > 0 {
 		t.Errorf("one of 8 canary hosts losing 20 %% (+2.5 points on the canary's mean, past the +1.5 bound): pass in %d of 1000 fleets (e.g. %q)", passed, example)
 	}
@@ -302,9 +293,7 @@ func TestBreakOneMuchWorseHostPassesBesideBetterOnes(t *testing.T) {
 		bad float64
 	}{{12, 3}, {8, 2}} {
 		f := Synthetic{Canary: tc.nc, Control: 2 * tc.nc, Steps: 24, HostSpread: 0.15, StepNoise: 0.2, Baseline: true}
-		passed := 0
-		var example string
-		for range 500 {
+		passed, example := passes(500, func() MetricResult {
 			c, ctl := f.Draw(rng)
 			for i, h := range c {
 				mult := 0.7
@@ -315,11 +304,8 @@ func TestBreakOneMuchWorseHostPassesBesideBetterOnes(t *testing.T) {
 					h.Parts[0].After[k] *= mult
 				}
 			}
-			if res := JudgeMetric(p99, c, ctl, r); res.Class == Pass {
-				passed++
-				example = res.Why
-			}
-		}
+			return JudgeMetric(p99, c, ctl, r)
+		})
 		if passed > 0 {
 			t.Errorf("%d canary hosts, one %.0fx slower and the rest 30 %% faster: pass in %d of 500 fleets (e.g. %q); a host that much worse must not pass on the others' mean", tc.nc, tc.bad, passed, example)
 		}
@@ -345,18 +331,13 @@ func TestBreakZeroStepReadAsHugeImprovement(t *testing.T) {
 	r.Family = 3
 	f := testWindow
 	f.Effect = 1
-	passed := 0
-	var example string
-	for range 200 {
+	passed, example := passes(200, func() MetricResult {
 		c, ctl := f.Draw(rng)
 		for _, h := range c {
 			h.Parts[0].After[0] = 0
 		}
-		if res := JudgeMetric(jitter, c, ctl, r); res.Class == Pass {
-			passed++
-			example = res.Why
-		}
-	}
+		return JudgeMetric(jitter, c, ctl, r)
+	})
 	if passed > 0 {
 		t.Errorf("canary 2x slower with one zero step a host: pass in %d of 200 fleets (e.g. %q); want never a pass", passed, example)
 	}
@@ -399,4 +380,16 @@ func TestBreakLossCountsBesideValuesCompareLogsWithPoints(t *testing.T) {
 	if r.Class == Pass || r.Effect < 0 {
 		t.Errorf("a canary losing 50 %% (counts) against a control at 0.2 %% (values): %s, effect %+.2f points (%s); want a fail, or refused", r.Class, 100*r.Effect, r.Why)
 	}
+}
+
+// passes runs trial n times and returns how many of its verdicts passed,
+// and the reason the last such gave.
+func passes(n int, trial func() MetricResult) (passed int, example string) {
+	for range n {
+		if r := trial(); r.Class == Pass {
+			passed++
+			example = r.Why
+		}
+	}
+	return passed, example
 }
