@@ -36,13 +36,27 @@ func tightestOffset(rs []clockReading) (off, bound int64) {
 // bound) when they use cur, measured within curBound: the new one when it
 // is tighter, or when cur lies outside the new one's bound (the realtime
 // clock was stepped); else cur, so that a loose reading never moves a good
-// offset.
+// offset. Kept, cur's bound grows to cover the new reading's: a step
+// smaller than the new bound may have moved the truth that far from cur.
 func nextOffset(cur, curBound, off, bound int64) (int64, int64) {
 	if bound < curBound || cur < off-bound || cur > off+bound {
 		return off, bound
 	}
-	return cur, curBound
+	return cur, max(curBound, abs(cur-off)+bound)
 }
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// offsetSlack is added to the offset's bound to give the hooks' slack
+// (realtime_offset_slack): how far below zero a delay may read and still
+// count as a short one. A microsecond covers the two clocks' reads in the
+// hook and the skb's stamp, which the bracket does not.
+const offsetSlack = 1000
 
 // offsetReadings is how many brackets a measurement takes: one of eight
 // escapes a preemption that is not longer than the whole measurement.

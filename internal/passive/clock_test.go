@@ -24,15 +24,19 @@ func TestNextOffset(t *testing.T) {
 	for _, c := range []struct {
 		name                      string
 		cur, curBound, off, bound int64
-		want                      int64
+		want, wantBound           int64
 	}{
-		{"a looser reading that agrees keeps the good offset", 1000, 100, 1500, 20_000, 1000},
-		{"a tighter reading replaces it", 1000, 100, 1020, 50, 1020},
-		{"a step of the realtime clock, seen loosely, is followed", 1000, 100, 5_000_000, 20_000, 5_000_000},
-		{"an equal bound that agrees keeps it", 1000, 100, 1050, 100, 1000},
+		{"a looser reading that agrees keeps the good offset, its bound grown to cover the reading", 1000, 100, 1500, 20_000, 1000, 20_500},
+		{"a tighter reading replaces it", 1000, 100, 1020, 50, 1020, 50},
+		{"a step of the realtime clock, seen loosely, is followed", 1000, 100, 5_000_000, 20_000, 5_000_000, 20_000},
+		{"an equal bound that agrees keeps it, within both", 1000, 100, 1050, 100, 1000, 150},
+		// A 3 µs step seen by a 31 µs reading: kept (it cannot tell), but
+		// no longer claimed within 31 ns.
+		{"a step smaller than the reading's bound widens the bound", 0, 31, 3000, 31_000, 0, 34_000},
 	} {
-		if got, _ := nextOffset(c.cur, c.curBound, c.off, c.bound); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		got, b := nextOffset(c.cur, c.curBound, c.off, c.bound)
+		if got != c.want || b != c.wantBound {
+			t.Errorf("%s: %d ±%d, want %d ±%d", c.name, got, b, c.want, c.wantBound)
 		}
 	}
 }

@@ -67,28 +67,29 @@ type passiveSlotKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	passiveMapConns          = "conns"
-	passiveMapEgressDevs     = "egress_devs"
-	passiveMapHists          = "hists"
-	passiveMapQueued         = "queued"
-	passiveMapSlotCacheMap   = "slot_cache_map"
-	passiveMapSlots          = "slots"
-	passiveProgEgressEnqueue = "egress_enqueue"
-	passiveProgEgressXmit    = "egress_xmit"
-	passiveProgRxReadTcp     = "rx_read_tcp"
-	passiveProgRxReadUdp     = "rx_read_udp"
-	passiveProgRxStack       = "rx_stack"
-	passiveProgTcpRetrans    = "tcp_retrans"
-	passiveProgTcpSegment    = "tcp_segment"
-	passiveProgTcpState      = "tcp_state"
-	passiveVarCgroupId       = "cgroup_id"
-	passiveVarDscpClass      = "dscp_class"
-	passiveVarDscpClasses    = "dscp_classes"
-	passiveVarFirstCount     = "first_count"
-	passiveVarFirstN         = "first_n"
-	passiveVarNetnsInum      = "netns_inum"
-	passiveVarRealtimeOffset = "realtime_offset"
-	passiveVarRxOn           = "rx_on"
+	passiveMapConns               = "conns"
+	passiveMapEgressDevs          = "egress_devs"
+	passiveMapHists               = "hists"
+	passiveMapQueued              = "queued"
+	passiveMapSlotCacheMap        = "slot_cache_map"
+	passiveMapSlots               = "slots"
+	passiveProgEgressEnqueue      = "egress_enqueue"
+	passiveProgEgressXmit         = "egress_xmit"
+	passiveProgRxReadTcp          = "rx_read_tcp"
+	passiveProgRxReadUdp          = "rx_read_udp"
+	passiveProgRxStack            = "rx_stack"
+	passiveProgTcpRetrans         = "tcp_retrans"
+	passiveProgTcpSegment         = "tcp_segment"
+	passiveProgTcpState           = "tcp_state"
+	passiveVarCgroupId            = "cgroup_id"
+	passiveVarDscpClass           = "dscp_class"
+	passiveVarDscpClasses         = "dscp_classes"
+	passiveVarFirstCount          = "first_count"
+	passiveVarFirstN              = "first_n"
+	passiveVarNetnsInum           = "netns_inum"
+	passiveVarRealtimeOffset      = "realtime_offset"
+	passiveVarRealtimeOffsetSlack = "realtime_offset_slack"
+	passiveVarRxOn                = "rx_on"
 )
 
 // loadPassive returns the embedded CollectionSpec for passive.
@@ -159,14 +160,15 @@ type passiveMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type passiveVariableSpecs struct {
-	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
-	DscpClass      *ebpf.VariableSpec `ebpf:"dscp_class"`
-	DscpClasses    *ebpf.VariableSpec `ebpf:"dscp_classes"`
-	FirstCount     *ebpf.VariableSpec `ebpf:"first_count"`
-	FirstN         *ebpf.VariableSpec `ebpf:"first_n"`
-	NetnsInum      *ebpf.VariableSpec `ebpf:"netns_inum"`
-	RealtimeOffset *ebpf.VariableSpec `ebpf:"realtime_offset"`
-	RxOn           *ebpf.VariableSpec `ebpf:"rx_on"`
+	CgroupId            *ebpf.VariableSpec `ebpf:"cgroup_id"`
+	DscpClass           *ebpf.VariableSpec `ebpf:"dscp_class"`
+	DscpClasses         *ebpf.VariableSpec `ebpf:"dscp_classes"`
+	FirstCount          *ebpf.VariableSpec `ebpf:"first_count"`
+	FirstN              *ebpf.VariableSpec `ebpf:"first_n"`
+	NetnsInum           *ebpf.VariableSpec `ebpf:"netns_inum"`
+	RealtimeOffset      *ebpf.VariableSpec `ebpf:"realtime_offset"`
+	RealtimeOffsetSlack *ebpf.VariableSpec `ebpf:"realtime_offset_slack"`
+	RxOn                *ebpf.VariableSpec `ebpf:"rx_on"`
 }
 
 // passiveObjects contains all objects after they have been loaded into the kernel.
@@ -212,14 +214,15 @@ func (m *passiveMaps) Close() error {
 //
 // It can be passed to loadPassiveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type passiveVariables struct {
-	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
-	DscpClass      *ebpf.Variable `ebpf:"dscp_class"`
-	DscpClasses    *ebpf.Variable `ebpf:"dscp_classes"`
-	FirstCount     *ebpf.Variable `ebpf:"first_count"`
-	FirstN         *ebpf.Variable `ebpf:"first_n"`
-	NetnsInum      *ebpf.Variable `ebpf:"netns_inum"`
-	RealtimeOffset *ebpf.Variable `ebpf:"realtime_offset"`
-	RxOn           *ebpf.Variable `ebpf:"rx_on"`
+	CgroupId            *ebpf.Variable `ebpf:"cgroup_id"`
+	DscpClass           *ebpf.Variable `ebpf:"dscp_class"`
+	DscpClasses         *ebpf.Variable `ebpf:"dscp_classes"`
+	FirstCount          *ebpf.Variable `ebpf:"first_count"`
+	FirstN              *ebpf.Variable `ebpf:"first_n"`
+	NetnsInum           *ebpf.Variable `ebpf:"netns_inum"`
+	RealtimeOffset      *ebpf.Variable `ebpf:"realtime_offset"`
+	RealtimeOffsetSlack *ebpf.Variable `ebpf:"realtime_offset_slack"`
+	RxOn                *ebpf.Variable `ebpf:"rx_on"`
 }
 
 // passivePrograms contains all programs after they have been loaded into the kernel.

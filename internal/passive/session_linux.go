@@ -51,6 +51,7 @@ type Session struct {
 	stack  bpfload.Stack
 	hists  *ebpf.Map
 	offset *ebpf.Variable
+	slack  *ebpf.Variable
 	layout []Series // per slot index: what the slot's histogram is
 	// offsetNow is the offset the hooks use, offsetBound the most it can
 	// be wrong by (0: none set yet); only keepOffset's goroutine writes
@@ -374,6 +375,7 @@ func (s *Session) load(entries []slotEntry) error {
 	s.stack.PushFunc(coll.Close)
 	s.hists = coll.Maps["hists"]
 	s.offset = coll.Variables["realtime_offset"]
+	s.slack = coll.Variables["realtime_offset_slack"]
 	for name, m := range coll.Maps {
 		s.MapBytes += mapBytes(name, m)
 	}
@@ -400,8 +402,6 @@ func (s *Session) load(entries []slotEntry) error {
 		if err := s.setOffset(); err != nil {
 			return err
 		}
-		s.wg.Add(1)
-		go s.keepOffset()
 	}
 	for _, name := range want {
 		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
@@ -417,6 +417,12 @@ func (s *Session) load(entries []slotEntry) error {
 			s.progs = map[string]*ebpf.Program{}
 		}
 		s.progs[name] = coll.Programs[name]
+	}
+	if s.cfg.RX {
+		// Only once nothing can fail: a failed Open closes its stack
+		// but has no goroutine to stop.
+		s.wg.Add(1)
+		go s.keepOffset()
 	}
 	return nil
 }
@@ -550,6 +556,11 @@ func (s *Session) setOffset() error {
 	if s.offsetBound > 0 {
 		off, bound = nextOffset(s.offsetNow, s.offsetBound, off, bound)
 	}
+	if s.offsetBound == 0 || bound != s.offsetBound {
+		if err := s.slack.Set(bound + offsetSlack); err != nil {
+			return fmt.Errorf("passive: set the clock offset's slack: %w", err)
+		}
+	}
 	if s.offsetBound == 0 || off != s.offsetNow {
 		if err := s.offset.Set(off + offsetBias); err != nil {
 			return fmt.Errorf("passive: set the clock offset: %w", err)
@@ -598,6 +609,7 @@ func (s *Session) Snapshot() (Snapshot, error) {
 			ser.Hist.SumNs += h.V[NumBuckets+0]
 			ser.Retransmits += h.V[NumBuckets+1]
 			ser.Conns += h.V[NumBuckets+2]
+			ser.ClockFaults += h.V[NumBuckets+3]
 		}
 		snap.Series[i] = ser
 	}

@@ -57,6 +57,12 @@ type Series struct {
 	// reached ESTABLISHED.
 	Retransmits uint64 `json:"retransmits,omitempty"`
 	Conns       uint64 `json:"connections,omitempty"`
+	// ClockFaults counts the receive series' packets left out because the
+	// clock offset was wrong when they came (a realtime step not yet
+	// followed, a time namespace): their delay read further below zero
+	// than the offset's error allows. Not 0: the series saw fewer packets
+	// than arrived.
+	ClockFaults uint64 `json:"clock_faults,omitempty"`
 	// Unavailable says why this kernel cannot measure the series (its
 	// hook was refused); its histogram stays empty. Unknown, not zero.
 	Unavailable string `json:"unavailable,omitempty"`
@@ -104,6 +110,7 @@ func (s Snapshot) Sub(earlier Snapshot) Snapshot {
 			d.Hist = cur.Hist.Sub(&p.Hist)
 			d.Retransmits = sub(cur.Retransmits, p.Retransmits)
 			d.Conns = sub(cur.Conns, p.Conns)
+			d.ClockFaults = sub(cur.ClockFaults, p.ClockFaults)
 		}
 		out.Series[i] = d
 	}

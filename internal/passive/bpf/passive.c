@@ -44,6 +44,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define X_SUM 0
 #define X_RETRANS 1
 #define X_CONNS 2
+#define X_CLOCK 3 /* receive delays dropped: below zero by more than the offset's slack */
 #define HIST_LEN (NBUCKETS + 4)
 
 #define MAX_FIRST 4
@@ -111,6 +112,11 @@ volatile const bool rx_on = false;
 /* CLOCK_REALTIME - CLOCK_MONOTONIC in ns, refreshed by user space each
  * second: skb->tstamp is realtime, BPF's clock monotonic. */
 volatile __s64 realtime_offset = 0;
+/* How far below zero a receive delay may read and still be a packet of a
+ * short delay (counted as 0): the offset's error bound, with room. Past
+ * it the clock is at fault (a realtime step not yet followed, a time
+ * namespace): the packet is counted in X_CLOCK, never as a delay of 0. */
+volatile __s64 realtime_offset_slack = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -446,12 +452,20 @@ static __always_inline void rx_record(struct sk_buff *skb, __u8 kind, __u8 proto
 	__s64 ts = rx_tstamp(skb);
 	if (!ts)
 		return;
-	__s64 now = (__s64)bpf_ktime_get_ns() + realtime_offset;
+	__s64 d = (__s64)bpf_ktime_get_ns() + realtime_offset - ts;
 	/* A delay shorter than the offset's error (user space's clock.go
 	 * bounds it) reads below zero: it is a packet all the same, counted
 	 * as 0 rather than dropped, or a series would lose its shortest
-	 * delays (a stage's whole population, where they are a microsecond). */
-	record(s->index, now > ts ? now - ts : 0);
+	 * delays (a stage's whole population, where they are a microsecond).
+	 * Further below zero the clock is wrong, not the delay short. */
+	if (d < 0) {
+		if (-d > realtime_offset_slack) {
+			count(s->index, X_CLOCK);
+			return;
+		}
+		d = 0;
+	}
+	record(s->index, d);
 }
 
 SEC("tp_btf/netif_receive_skb")
