@@ -249,7 +249,12 @@ func TestIntegrationWatchWithoutBPF(t *testing.T) {
 			}
 			res := watchJSON(t, r)
 			rt := row(res, "rtt tcp/"+gatePort)
-			if rt == nil || !rt.Sampled || rt.Count < 2 || rt.Conns == 0 || rt.P50 <= 0 {
+			// The probe's one connection is counted when the sampler first
+			// sees it: inside the window, or before it when the probe
+			// connected before the watch's first sample (then 0: the
+			// connection was not new in the window; the test once demanded
+			// 1 and lost that race).
+			if rt == nil || !rt.Sampled || rt.Count < 2 || rt.Conns > 1 || rt.P50 <= 0 {
 				t.Errorf("sampled rtt tcp/%s: %+v, want sampled values of a connection", gatePort, rt)
 			}
 		})
