@@ -826,10 +826,13 @@ func waitSSHD(t *testing.T, ctl *testnet.NS, dir, name, addr string) {
 
 // inventoryHosts writes the inventory's group of hosts, each with its own
 // address, journal, persist root and monitor config; the group's vars follow.
-func inventoryHosts(b *strings.Builder, hosts []*fleetHost) {
+func inventoryHosts(b *strings.Builder, hosts []*fleetHost, extra ...map[string]string) {
 	b.WriteString("lowlat:\n  hosts:\n")
 	for _, h := range hosts {
 		fmt.Fprintf(b, "    %s:\n      ansible_host: %s\n      lowlat_journal: %s\n      lowlat_persist_root: %s\n      lowlat_monitor_config: %s\n", h.name, h.mgmt, h.journal, h.root, h.monitor)
+		for _, e := range extra {
+			b.WriteString(e[h.name])
+		}
 	}
 }
 
@@ -838,10 +841,19 @@ func inventoryHosts(b *strings.Builder, hosts []*fleetHost) {
 // change on the same probe. There is no Prometheus: the canary play runs
 // without its judge (lowlat_canary_judge: false), the per-host gates alone
 // decide (TestFleetCanaryJudge runs the judge).
+//
+// The bad host, whose provider has no cap, is given a rate of 100 kbit/s:
+// its gate must fail whatever else the machine runs. At the fleet's 2
+// Mbit/s its loaded RTT rose only from 0.3 to 13 ms (the tbf's queue), and
+// a clean-clone make test once kept that change: the 2-core host, busy with
+// the tests beside, woke the prober that late in its baseline, and the
+// gate rightly read 13 ms as the host's own noise. At 100 kbit/s (a tbf
+// of 90 kbit/s, 2 ms of queue) one full frame takes 134 ms and the upload
+// leaves the probe's packets no room: its loaded phase gets no reply.
 func inventory(t *testing.T, dir, deb string, hosts []*fleetHost) string {
 	t.Helper()
 	var b strings.Builder
-	inventoryHosts(&b, hosts)
+	inventoryHosts(&b, hosts, map[string]string{fmt.Sprintf("h%d", badHost): "      lowlat_set:\n        rate: 100kbit\n"})
 	fmt.Fprintf(&b, `  vars:
     ansible_user: root
     ansible_ssh_private_key_file: %s
